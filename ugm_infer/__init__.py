@@ -1,0 +1,23 @@
+"""ugm_infer: discrete undirected graphical models in JAX.
+
+Declare a model as an energy function, sample it with BlackJAX-style kernels, compute
+exact answers on small models, and learn its parameters by stochastic approximation.
+"""
+
+from ugm_infer import kernels
+from ugm_infer.domains import Binary, Categorical, Domain, Spin
+from ugm_infer.model import EnergyModel
+from ugm_infer.sampling import SampleResult, sample
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Binary",
+    "Categorical",
+    "Domain",
+    "EnergyModel",
+    "SampleResult",
+    "Spin",
+    "kernels",
+    "sample",
+]

@@ -1,0 +1,175 @@
+"""Variable domains: the set of values a discrete variable can take.
+
+A domain fixes the *shape* of one variable (one configuration, unbatched), its
+set of values and the dtype its states are stored in.  Three domains exist:
+
+============================  ==========================  ==================
+domain                        values                      default dtype
+============================  ==========================  ==================
+``Binary(shape)``             ``{0, 1}``                  ``float32``
+``Spin(shape)``               ``{-1, +1}``                ``float32``
+``Categorical(shape, K)``     ``{0, ..., K-1}``           ``int32``
+============================  ==========================  ==================
+
+The dtype is a performance choice (``float32`` suits matmul-heavy models, ``int8``
+suits huge lattices); whatever it is, states hold the documented values.
+Energies should cast states to the dtype they compute in
+(``s.astype(W.dtype)``), because ``int8 @ int8`` overflows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Domain", "Binary", "Spin", "Categorical"]
+
+
+def _as_shape(shape: Any, argname: str = "shape") -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError as err:
+        raise TypeError(f"`{argname}` must be an int or a tuple of ints, got {shape!r}") from err
+    if any(s < 1 for s in shape):
+        raise ValueError(f"`{argname}` must have positive entries, got {shape}")
+    return shape
+
+
+class Domain:
+    """Base class of the variable domains (see the module docstring)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+    num_states: int
+
+    def __init__(self, shape: Any = (), dtype: Any = jnp.float32):
+        self.shape = _as_shape(shape)
+        self.dtype = jnp.dtype(dtype)
+
+    # -- values -----------------------------------------------------------------
+    @property
+    def values(self) -> np.ndarray:
+        """The allowed values, in index order, as a float64 numpy array."""
+        raise NotImplementedError
+
+    @property
+    def size(self) -> int:
+        """Number of sites (scalar variables) in one configuration."""
+        return math.prod(self.shape)
+
+    def from_index(self, index: jax.Array) -> jax.Array:
+        """Map state indices ``0..K-1`` to values, in this domain's dtype."""
+        values = jnp.asarray(self.values, dtype=self.dtype)
+        return values[index]
+
+    def to_index(self, value: jax.Array) -> jax.Array:
+        """Map values to state indices ``0..K-1`` (int32)."""
+        raise NotImplementedError
+
+    def random(self, rng_key: jax.Array, batch_shape: tuple[int, ...] = ()) -> jax.Array:
+        """Uniformly random values of shape ``batch_shape + self.shape``."""
+        index = jax.random.randint(rng_key, tuple(batch_shape) + self.shape, 0, self.num_states)
+        return self.from_index(index)
+
+    def contains(self, value: np.ndarray) -> np.ndarray:
+        """Elementwise: is ``value`` one of the allowed values (host numpy)."""
+        value = np.asarray(value)
+        return np.isin(value, self.values)
+
+    # -- dunder -----------------------------------------------------------------
+    def _key(self) -> tuple:
+        return (type(self).__name__, self.shape, self.num_states, str(self.dtype))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Domain) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype.name})"
+
+
+class Binary(Domain):
+    """Variables in ``{0, 1}``.
+
+    Parameters
+    ----------
+    shape
+        Shape of one configuration of the variable (``()`` for a scalar).
+    dtype
+        Storage dtype of states (``float32`` by default).
+    """
+
+    num_states = 2
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.array([0.0, 1.0])
+
+    def to_index(self, value: jax.Array) -> jax.Array:
+        return (jnp.asarray(value) > 0.5).astype(jnp.int32)
+
+
+class Spin(Domain):
+    """Variables in ``{-1, +1}`` (index 0 is ``-1``, index 1 is ``+1``).
+
+    Parameters
+    ----------
+    shape
+        Shape of one configuration of the variable (``()`` for a scalar).
+    dtype
+        Storage dtype of states (``float32`` by default).
+    """
+
+    num_states = 2
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.array([-1.0, 1.0])
+
+    def to_index(self, value: jax.Array) -> jax.Array:
+        return (jnp.asarray(value) > 0).astype(jnp.int32)
+
+
+class Categorical(Domain):
+    """Variables in ``{0, ..., num_states - 1}``.
+
+    Parameters
+    ----------
+    shape
+        Shape of one configuration of the variable (``()`` for a scalar).
+    num_states
+        Number of states ``K >= 2``.
+    dtype
+        Storage dtype of states (``int32`` by default; ``int8`` for ``K <= 127``
+        saves memory on huge lattices).
+    """
+
+    def __init__(self, shape: Any = (), num_states: int | None = None, dtype: Any = jnp.int32):
+        if num_states is None:
+            raise TypeError("Categorical needs `num_states`, e.g. ui.Categorical(shape=(3, 3), num_states=3)")
+        if isinstance(num_states, bool) or not isinstance(num_states, (int, np.integer)):
+            raise TypeError(f"`num_states` must be an int, got {type(num_states).__name__}")
+        if num_states < 2:
+            raise ValueError(f"`num_states` must be >= 2, got {num_states}")
+        super().__init__(shape, dtype)
+        self.num_states = int(num_states)
+        if jnp.issubdtype(self.dtype, jnp.integer) and jnp.iinfo(self.dtype).max < self.num_states - 1:
+            raise ValueError(f"dtype {self.dtype.name} cannot hold {self.num_states} states")
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.arange(self.num_states, dtype=np.float64)
+
+    def to_index(self, value: jax.Array) -> jax.Array:
+        return jnp.asarray(value).astype(jnp.int32)
+
+    def __repr__(self) -> str:
+        return f"Categorical(shape={self.shape}, num_states={self.num_states}, dtype={self.dtype.name})"

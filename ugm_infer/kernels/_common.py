@@ -1,0 +1,45 @@
+"""Helpers shared by the kernel modules (argument resolution and validation)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+
+def is_concrete(tree) -> bool:
+    """True when no leaf is a tracer (so host-side validation is possible)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
+
+
+def resolve_structure(model, params: Any):
+    """The model with blocks/multilinearity resolved, probing at ``params`` if needed."""
+    if model.has_structure:
+        return model
+    if params is None:
+        raise ValueError(
+            f"model '{model.name}' declares no blocks; pass `params=` when building the kernel "
+            "(used only to probe the energy's interaction graph) or declare `blocks=`"
+        )
+    return model.detect_structure(params)
+
+
+def resolve_logdensity(model, params: Any, logdensity_fn: Callable | None, beta: Any = 1.0) -> Callable:
+    """Exactly one of ``params`` / ``logdensity_fn`` defines the target."""
+    if (params is None) == (logdensity_fn is None):
+        raise ValueError("pass exactly one of `params` (target exp(-beta E(params, x))) or `logdensity_fn`")
+    if logdensity_fn is not None:
+        if not callable(logdensity_fn):
+            raise TypeError("`logdensity_fn` must be callable")
+        return logdensity_fn
+    if is_concrete(params):
+        model.validate_params(params)
+    return model.logdensity_fn(params, beta)
+
+
+def validate_position(model, position):
+    """Validate a single-chain position when it is concrete (skipped under tracing)."""
+    if is_concrete(position):
+        return model.validate_state(position, batch_ndim=0, argname="position")
+    return position

@@ -1,0 +1,126 @@
+"""Run many chains of any kernel: ``ui.sample``.
+
+A thin, jitted driver: ``vmap`` over chains of a single-chain
+:class:`blackjax.base.SamplingAlgorithm`, ``lax.scan`` over steps, recording a
+user-chosen trace (positions, energies, infos) every ``thin`` steps after warm-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from blackjax.base import SamplingAlgorithm
+
+__all__ = ["SampleResult", "sample"]
+
+
+class SampleResult(NamedTuple):
+    """Output of :func:`sample`.
+
+    states
+        Kept positions ``{name: (chain, draw, *shape)}`` (``None`` if not kept).
+    energies
+        ``(chain, draw)`` energies of the kept positions (``None`` without a model/params).
+    infos
+        Kernel infos of the kept steps, leaves ``(chain, draw, ...)``.
+    final_state
+        The kernel states after the last step (leading chain axis), to continue from.
+    """
+
+    states: Any
+    energies: Any
+    infos: Any
+    final_state: Any
+
+
+def _check_int(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an int >= {minimum}, got {value!r}")
+
+
+def sample(
+    rng_key: jax.Array,
+    algorithm: SamplingAlgorithm,
+    initial_position: dict,
+    num_samples: int,
+    *,
+    num_warmup: int = 0,
+    thin: int = 1,
+    model=None,
+    params: Any = None,
+    keep_states: bool = True,
+    trace_fn: Callable | None = None,
+) -> SampleResult:
+    """Run ``num_chains`` chains of ``algorithm`` (chains = leading axis of ``initial_position``).
+
+    Parameters
+    ----------
+    rng_key
+        PRNG key.
+    algorithm
+        A single-chain ``SamplingAlgorithm`` (e.g. ``ui.kernels.gibbs(model, params)``).
+    initial_position
+        ``{name: (num_chains, *shape)}`` starting configurations (validated if ``model``).
+    num_samples, num_warmup, thin
+        Draws to keep, steps discarded first, and steps between kept draws.
+    model, params
+        If given, states are validated and ``energies`` are recorded.
+    keep_states
+        Store the positions of every kept draw (memory ``chains x draws x sites``);
+        set ``False`` for huge models and record statistics through ``trace_fn``.
+    trace_fn
+        Optional ``trace_fn(state, info) -> pytree`` recorded in ``infos`` instead of
+        the raw info.
+    """
+    _check_int(num_samples, "num_samples", 1)
+    _check_int(num_warmup, "num_warmup", 0)
+    _check_int(thin, "thin", 1)
+    if not isinstance(algorithm, SamplingAlgorithm):
+        raise TypeError(f"`algorithm` must be a blackjax SamplingAlgorithm, got {type(algorithm).__name__}")
+    if model is not None:
+        initial_position = model.validate_state(initial_position, batch_ndim=1, argname="initial_position")
+    leaves = jax.tree.leaves(initial_position)
+    if not leaves:
+        raise ValueError("`initial_position` is empty")
+    num_chains = leaves[0].shape[0]
+    trace = trace_fn or (lambda state, info: info)
+    energy = (lambda pos: model.energy(params, pos)) if (model is not None and params is not None) else None
+
+    @jax.jit
+    def run(rng_key, position):
+        states = jax.vmap(algorithm.init)(position)
+        step = jax.vmap(algorithm.step)
+
+        def advance(carry, key):
+            state, _ = carry
+            return step(jax.random.split(key, num_chains), state), None
+
+        def one_draw(state, key):
+            keys = jax.random.split(key, thin)
+            state, info = step(jax.random.split(keys[0], num_chains), state)
+            if thin > 1:
+                (state, info), _ = jax.lax.scan(advance, (state, info), keys[1:])
+            out = (
+                state.position if keep_states else None,
+                jax.vmap(energy)(state.position) if energy is not None else None,
+                trace(state, info),
+            )
+            return state, out
+
+        key_warm, key_draw = jax.random.split(rng_key)
+        if num_warmup:
+            def warm(state, key):
+                return step(jax.random.split(key, num_chains), state)[0], None
+
+            states, _ = jax.lax.scan(warm, states, jax.random.split(key_warm, num_warmup))
+        final, outs = jax.lax.scan(one_draw, states, jax.random.split(key_draw, num_samples))
+        # (draw, chain, ...) -> (chain, draw, ...)
+        outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
+        return final, outs
+
+    final, (states, energies, infos) = run(rng_key, initial_position)
+    return SampleResult(states, energies, infos, final)
