@@ -182,9 +182,11 @@ class EnergyModel:
                 raise TypeError(f"`{argname}['{n}']` must be numeric, got dtype {arr.dtype}")
             nd = arr.ndim - len(d.shape)
             if nd < 0 or tuple(arr.shape[nd:]) != d.shape or (batch_ndim is not None and nd != batch_ndim):
-                expected = ("(..., " if batch_ndim is None else "(" + "batch, " * (batch_ndim or 0)) + ", ".join(
-                    map(str, d.shape)
-                ) + ")"
+                expected = (
+                    ("(..., " if batch_ndim is None else "(" + "batch, " * (batch_ndim or 0))
+                    + ", ".join(map(str, d.shape))
+                    + ")"
+                )
                 raise ValueError(f"`{argname}['{n}']` has shape {arr.shape}; expected {expected} for {d!r}")
             if batch_shape is None:
                 batch_shape = arr.shape[:nd]

@@ -113,6 +113,7 @@ def sample(
 
         key_warm, key_draw = jax.random.split(rng_key)
         if num_warmup:
+
             def warm(state, key):
                 return step(jax.random.split(key, num_chains), state)[0], None
 

@@ -144,9 +144,7 @@ def random_scan(variables: dict[str, Domain], site_fn, num_updates: int):
     def sweep(rng_key, carry):
         key_sites, key_updates = jax.random.split(rng_key)
         sites = jax.random.randint(key_sites, (num_updates,), 0, total)
-        branches = [
-            (lambda k, c, i, n=n: site_fn(k, c, n, variables[n], i)) for n in names
-        ]
+        branches = [(lambda k, c, i, n=n: site_fn(k, c, n, variables[n], i)) for n in names]
 
         def body(c, inp):
             site, k = inp
