@@ -10,8 +10,18 @@ from blackjax import GenerateSamplingAPI
 
 from ugm_infer.kernels import gibbs as _gibbs
 from ugm_infer.kernels import metropolis as _metropolis
+from ugm_infer.kernels import parallel_tempering as _parallel_tempering
+from ugm_infer.kernels import tempered_transitions as _tempered_transitions
 
 gibbs = GenerateSamplingAPI(_gibbs.as_top_level_api, _gibbs.init, _gibbs.build_kernel)
 metropolis = GenerateSamplingAPI(_metropolis.as_top_level_api, _metropolis.init, _metropolis.build_kernel)
+tempered_transitions = GenerateSamplingAPI(
+    _tempered_transitions.as_top_level_api, _tempered_transitions.init, _tempered_transitions.build_kernel
+)
+tempered_transitions.register_factory("uniform_ladder", _tempered_transitions.uniform_ladder)
+parallel_tempering = GenerateSamplingAPI(
+    _parallel_tempering.as_top_level_api, _parallel_tempering.init, _parallel_tempering.build_kernel
+)
+parallel_tempering.register_factory("target_position", _parallel_tempering.target_position)
 
-__all__ = ["gibbs", "metropolis"]
+__all__ = ["gibbs", "metropolis", "parallel_tempering", "tempered_transitions"]
