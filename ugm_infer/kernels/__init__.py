@@ -12,6 +12,7 @@ from ugm_infer.kernels import gibbs as _gibbs
 from ugm_infer.kernels import metropolis as _metropolis
 from ugm_infer.kernels import parallel_tempering as _parallel_tempering
 from ugm_infer.kernels import tempered_transitions as _tempered_transitions
+from ugm_infer.kernels.ladder import LadderReport, adapt_ladder, respace_ladder
 
 gibbs = GenerateSamplingAPI(_gibbs.as_top_level_api, _gibbs.init, _gibbs.build_kernel)
 metropolis = GenerateSamplingAPI(_metropolis.as_top_level_api, _metropolis.init, _metropolis.build_kernel)
@@ -24,4 +25,12 @@ parallel_tempering = GenerateSamplingAPI(
 )
 parallel_tempering.register_factory("target_position", _parallel_tempering.target_position)
 
-__all__ = ["gibbs", "metropolis", "parallel_tempering", "tempered_transitions"]
+__all__ = [
+    "LadderReport",
+    "adapt_ladder",
+    "gibbs",
+    "metropolis",
+    "parallel_tempering",
+    "respace_ladder",
+    "tempered_transitions",
+]

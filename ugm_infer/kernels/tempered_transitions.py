@@ -73,11 +73,15 @@ class TemperedTransitionsInfo(NamedTuple):
         Whether the proposal was accepted.
     log_acceptance_ratio
         :math:`\\log A` (may be ``+large``; never overflows).
+    log_ratio_terms
+        ``(S,)`` contribution of each temperature ``beta_0 .. beta_{S-1}`` to
+        :math:`\\log A` (used by ladder adaptation to find the rungs that reject).
     """
 
     acceptance_probability: jax.Array
     is_accepted: jax.Array
     log_acceptance_ratio: jax.Array
+    log_ratio_terms: jax.Array
 
 
 def uniform_ladder(num_betas: int, beta_min: float, beta_max: float = 1.0) -> np.ndarray:
@@ -187,11 +191,12 @@ def build_kernel(
         up_betas = down_betas[::-1]
         proposal, log_p_up = jax.lax.scan(up, bottom, (up_betas, jax.random.split(key_up, len(up_betas))))
         # align: log_p_up[k] belongs to temperature up_betas[k] = down_betas[S-1-k]
-        log_ratio = jnp.sum(down_gaps * (log_p_up[::-1] - log_p_down))
+        terms = (down_gaps * (log_p_up[::-1] - log_p_down))[::-1]  # ordered like betas[:-1]
+        log_ratio = jnp.sum(terms)
         log_ratio = jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio)
         accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
         position = jax.tree.map(lambda a, b: jnp.where(accept, a, b), proposal, state.position)
-        info = TemperedTransitionsInfo(jnp.exp(jnp.minimum(log_ratio, 0.0)), accept, log_ratio)
+        info = TemperedTransitionsInfo(jnp.exp(jnp.minimum(log_ratio, 0.0)), accept, log_ratio, terms)
         return TemperedTransitionsState(position), info
 
     return kernel
