@@ -1,0 +1,199 @@
+"""Block-Gibbs sweep throughput: ugm_infer kernels versus a minimal hand-written plain-JAX sweep.
+
+Cases (issue "Foundation", item 9):
+
+* periodic 2D Ising lattice 128x128 and 512x512, 32 chains (checkerboard sweep);
+* RBM 784x500, 100 chains (two matmul block updates).
+
+Both sides run ``num_sweeps`` sweeps inside one jitted ``lax.scan``; compile time is
+measured separately; ugm_infer and the baseline are timed alternately, repeat after
+repeat, so the ratio is taken side by side on the same (shared) machine.  Prints a
+markdown table and writes JSON (machine info, versions, min/median/max).
+
+Run::
+
+    python benchmarks/bench_sweeps.py            # full
+    python benchmarks/bench_sweeps.py --quick    # smaller, for a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import ugm_infer as ui
+
+
+# --------------------------------------------------------------------------------------
+# hand-written baselines (what a JAX user would write without the library)
+# --------------------------------------------------------------------------------------
+def handwritten_lattice_sweep(J, h, num_sweeps):
+    def sweep(s, key):
+        height, width = s.shape[-2:]
+        parity = (jnp.arange(height)[:, None] + jnp.arange(width)[None, :]) % 2
+        for color, k in zip((0, 1), jax.random.split(key)):
+            nb = jnp.roll(s, 1, -1) + jnp.roll(s, -1, -1) + jnp.roll(s, 1, -2) + jnp.roll(s, -1, -2)
+            prob_up = jax.nn.sigmoid(2.0 * (J * nb + h))
+            new = jnp.where(jax.random.uniform(k, s.shape) < prob_up, 1.0, -1.0)
+            s = jnp.where(parity == color, new, s)
+        return s, None
+
+    @jax.jit
+    def run(key, s):
+        return jax.lax.scan(sweep, s, jax.random.split(key, num_sweeps))[0]
+
+    return run
+
+
+def handwritten_rbm_sweep(W, b, c, num_sweeps):
+    def sweep(v, key):
+        kh, kv = jax.random.split(key)
+        hid = (jax.random.uniform(kh, (v.shape[0], W.shape[1])) < jax.nn.sigmoid(v @ W + c)).astype(v.dtype)
+        v = (jax.random.uniform(kv, v.shape) < jax.nn.sigmoid(hid @ W.T + b)).astype(v.dtype)
+        return v, None
+
+    @jax.jit
+    def run(key, v):
+        return jax.lax.scan(sweep, v, jax.random.split(key, num_sweeps))[0]
+
+    return run
+
+
+# --------------------------------------------------------------------------------------
+# ugm_infer
+# --------------------------------------------------------------------------------------
+def library_sweep(model, params, num_sweeps):
+    kernel = ui.kernels.gibbs.build_kernel(model, "block", 1, params=params)
+    logdensity_fn = model.logdensity_fn(params)
+    step = jax.vmap(kernel, in_axes=(0, 0, None))
+
+    @jax.jit
+    def run(key, position):
+        num_chains = jax.tree.leaves(position)[0].shape[0]
+        state = ui.kernels.gibbs.init(position)
+
+        def body(state, k):
+            return step(jax.random.split(k, num_chains), state, logdensity_fn)[0], None
+
+        return jax.lax.scan(body, state, jax.random.split(key, num_sweeps))[0].position
+
+    return run
+
+
+def _block(x):
+    return jax.tree.map(lambda a: a.block_until_ready(), x)
+
+
+def time_pair(runs: dict, inputs: dict, repeats: int) -> dict:
+    """Compile each run once (timed), then time them alternately ``repeats`` times."""
+    key = jax.random.key(0)
+    out = {}
+    for name, run in runs.items():
+        t0 = time.perf_counter()
+        _block(run(key, inputs[name]))
+        out[name] = {"compile_and_first_s": time.perf_counter() - t0, "times_s": []}
+    for r in range(repeats):
+        for name, run in runs.items():
+            k = jax.random.fold_in(key, r + 1)
+            t0 = time.perf_counter()
+            _block(run(k, inputs[name]))
+            out[name]["times_s"].append(time.perf_counter() - t0)
+    return out
+
+
+def machine_info() -> dict:
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "ugm_infer": ui.__version__,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--out", default="benchmarks/results/bench_sweeps.json")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (3 if args.quick else 7)
+    cases = []
+    lattice_sizes = [(32, 8)] if args.quick else [(128, 200), (512, 20)]
+    for size, sweeps in lattice_sizes:
+        cases.append(("lattice", size, 32, sweeps))
+    cases.append(("rbm", (100, 50) if args.quick else (784, 500), 20 if args.quick else 100, 20 if args.quick else 100))
+
+    rows = []
+    for kind, size, chains, sweeps in cases:
+        key = jax.random.key(1)
+        if kind == "lattice":
+            model = ui.models.lattice_ising(size, size)
+            params = model.init_params(key)
+            J, h = float(params["J"]), float(params["h"])
+            s0 = model.random_state(key, chains)
+            runs = {
+                "ugm_infer": library_sweep(model, params, sweeps),
+                "handwritten": handwritten_lattice_sweep(J, h, sweeps),
+            }
+            inputs = {"ugm_infer": s0, "handwritten": s0["s"]}
+            label = f"Ising {size}x{size} periodic, {chains} chains"
+            site_updates = size * size * chains * sweeps
+        else:
+            nv, nh = size
+            model = ui.models.rbm(nv, nh)
+            params = model.init_params(key, scale=0.1)
+            x0 = model.random_state(key, chains)
+            runs = {
+                "ugm_infer": library_sweep(model, params, sweeps),
+                "handwritten": handwritten_rbm_sweep(params["W"], params["b"], params["c"], sweeps),
+            }
+            inputs = {"ugm_infer": x0, "handwritten": x0["v"]}
+            label = f"RBM {nv}x{nh}, {chains} chains"
+            site_updates = (nv + nh) * chains * sweeps
+        timings = time_pair(runs, inputs, repeats)
+        row = {"case": label, "num_sweeps": sweeps, "num_chains": chains}
+        for name, t in timings.items():
+            times = np.array(t["times_s"])
+            row[name] = {
+                "sweeps_per_s_median": sweeps / float(np.median(times)),
+                "time_min_s": float(times.min()),
+                "time_median_s": float(np.median(times)),
+                "time_max_s": float(times.max()),
+                "compile_and_first_s": t["compile_and_first_s"],
+                "site_updates_per_s_median": site_updates / float(np.median(times)),
+            }
+        # ratio of medians of per-repeat paired ratios: robust to drift between repeats
+        paired = np.array(timings["handwritten"]["times_s"]) / np.array(timings["ugm_infer"]["times_s"])
+        row["speed_ratio_ugm_over_handwritten"] = float(np.median(paired))
+        rows.append(row)
+        print(f"done: {label}", flush=True)
+
+    print()
+    print("| case | ugm_infer sweeps/s | hand-written sweeps/s | ratio (ugm / hand) | compile ugm / hand (s) |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        u, hw = row["ugm_infer"], row["handwritten"]
+        print(
+            f"| {row['case']} | {u['sweeps_per_s_median']:.1f} | {hw['sweeps_per_s_median']:.1f} | "
+            f"{row['speed_ratio_ugm_over_handwritten']:.3f} | {u['compile_and_first_s']:.2f} / "
+            f"{hw['compile_and_first_s']:.2f} |"
+        )
+    result = {"machine": machine_info(), "repeats": repeats, "quick": args.quick, "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
