@@ -4,6 +4,7 @@ Declare a model as an energy function, sample it with BlackJAX-style kernels, co
 exact answers on small models, and learn its parameters by stochastic approximation.
 """
 
+from ugm_infer import exact
 from ugm_infer import kernels
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 from ugm_infer.model import EnergyModel
@@ -18,6 +19,7 @@ __all__ = [
     "EnergyModel",
     "SampleResult",
     "Spin",
+    "exact",
     "kernels",
     "sample",
 ]

@@ -1,0 +1,1052 @@
+r"""Exact inference by enumeration, with one variable summed out analytically.
+
+For a model :math:`p(x) = \exp(-E(\theta, x)) / Z(\theta)` over named discrete
+variables, this module computes, exactly (up to floating point),
+
+* :func:`log_partition` -- :math:`\log Z = \log \sum_x \exp(-E(x))`;
+* :func:`log_prob` -- :math:`\log p(x) = -E(x) - \log Z`;
+* :func:`log_likelihood` -- :math:`\log p(x_O) = -F(x_O) - \log Z` for observed
+  variables :math:`O`, the missing ones summed out:
+  :math:`F(x_O) = -\log \sum_{x_M} \exp(-E(x_O, x_M))`;
+* :func:`marginals` -- every site's marginal distribution;
+* :func:`expectation` -- :math:`\mathbb{E}_p[f(x)]` for any pytree-valued ``f``;
+* :func:`sample` -- exact iid draws;
+* :func:`distribution` -- every configuration and its probability (small models).
+
+How the sum is organised
+------------------------
+**Enumeration.**  The configurations of the enumerated variables are numbered
+``0 .. N-1`` in mixed radix over their sites (variables in declaration order, sites
+row-major, the first site most significant; the same order as
+``tests/stat_utils.state_index``).  They are visited in *chunks*: a chunk is the set
+of all values of the trailing ``m`` sites, for the largest ``m`` whose number of
+configurations fits ``chunk_size`` and a memory budget; the chunk id enumerates the
+leading sites.  A configuration's index is ``chunk_id * chunk + offset``, but it is
+never formed: chunk digits and offset digits are decoded separately with int32
+arithmetic, so models with more than :math:`2^{31}` configurations are indexed
+correctly.  Chunks are a ``lax.scan`` inside one jitted function; each chunk's
+energies are ``vmap``-ed and reduced by a max-subtracted ``logsumexp``; the per-chunk
+results are combined by a second ``logsumexp``.  Memory is bounded by the chunk, not
+by ``N``, and the scan body is rematerialised (``jax.checkpoint``), so
+``jax.grad(log_partition)`` -- :math:`\nabla_\theta \log Z = \mathbb{E}_p[-\nabla_\theta E]`
+-- needs no more memory than the forward pass.
+
+**Analytic summation over one variable.**  One variable ``V`` may be summed in closed
+form instead of enumerated, which is what makes an RBM with 784 visible and ~20 hidden
+units exact (:math:`2^{20}` hidden states, the visibles summed analytically):
+
+1. if the model declares ``free_energy_fns[V]`` (e.g. the RBM free energy), it is used:
+   :math:`F_V(x_{-V}) = -\log \sum_{x_V} \exp(-E)`;
+2. otherwise, if the sites of ``V`` are mutually non-interacting (all in one block,
+   :meth:`EnergyModel.non_interacting_variables`, found by probing if not declared),
+   the energy is a sum of single-site terms in ``x_V`` given the rest, so with the
+   reference state :math:`r` (every site of ``V`` at its first value) and
+   :math:`\delta_{ik} = E(x_{-V}, r^{(i \to k)}) - E(x_{-V}, r)`,
+
+   .. math::  F_V(x_{-V}) = E(x_{-V}, r) - \sum_i \log \sum_k \exp(-\delta_{ik}),
+              \qquad p(x_{V,i} = k \mid x_{-V}) = \operatorname{softmax}_k(-\delta_{i\cdot}).
+
+   For multilinear binary/spin energies all :math:`\delta_{i1}` come from one gradient,
+   :math:`\delta_{i1} = \partial E / \partial x_i \,(v_1 - v_0)` taken at the midpoint
+   :math:`(v_0 + v_1)/2` (exact for any energy of degree at most 2 in each site);
+   otherwise each of the :math:`|V|(K-1)` single-site changes is evaluated (vmapped).
+
+**Which variable.**  ``sum_out="auto"`` picks, among the candidates (variables with a
+``free_energy_fns`` entry, and non-interacting variables), the one with the most
+configurations (``size * log K``): that minimises the number left to enumerate.
+Structure is probed with :meth:`EnergyModel.detect_structure` only when a variable
+without a free energy could beat the best free-energy candidate, or when the
+conditionals are needed.  :func:`marginals` and :func:`sample` need the per-site
+conditionals of ``V``, so for them only non-interacting variables qualify;
+:func:`expectation` and :func:`distribution` always enumerate the full joint.  Pass
+``sum_out=None`` to enumerate everything, or a variable name to force a choice.
+
+``max_configurations`` bounds the number of *enumerated* configurations (after the
+analytic summation; per example for :func:`log_likelihood`); beyond it a
+``ValueError`` ("model too large to enumerate") suggests AIS or SMC.
+
+References
+----------
+Koller, D. & Friedman, N. (2009). *Probabilistic Graphical Models*, ch. 9 (variable
+elimination: summing out a variable in closed form).
+Salakhutdinov, R. (2009). Learning in Markov random fields using tempered transitions.
+NIPS 22 -- exact RBM likelihoods by enumerating the hidden units (784-10 on MNIST).
+Hinton, G. E. (2010). A practical guide to training restricted Boltzmann machines,
+sec. 16.1 (free energy :math:`F(v) = -b^\top v - \sum_j \log(1 + e^{c_j + W_j^\top v})`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ugm_infer.domains import Binary, Spin
+
+__all__ = [
+    "EnumerationPlan",
+    "average_log_likelihood",
+    "distribution",
+    "enumeration_plan",
+    "expectation",
+    "log_likelihood",
+    "log_partition",
+    "log_prob",
+    "marginals",
+    "sample",
+]
+
+State = dict[str, jax.Array]
+
+#: Rough number of array elements one chunk (or batch of chunks) may materialise.
+#: 2**24 float32 elements = 64 MiB per intermediate; a few intermediates live at once.
+_MEMORY_BUDGET = 2**24
+_INT32_LIMIT = 2**31 - 1
+_AUTO = "auto"
+
+
+class EnumerationPlan(NamedTuple):
+    """How a sum over configurations is organised (see the module docstring).
+
+    Attributes
+    ----------
+    free
+        The variables summed over, in declaration order (all variables for ``log Z``;
+        the missing ones for a likelihood).
+    enumerated
+        The subset of ``free`` that is enumerated.
+    summed
+        The variable summed analytically, or ``None``.
+    method
+        ``"free_energy"`` (declared ``free_energy_fns``), ``"gradient"`` (single-site
+        differences from one gradient of a multilinear energy), ``"single_site"``
+        (each single-site change evaluated) or ``None``.
+    radices
+        Number of states of every enumerated site, in enumeration order.
+    num_low
+        Number of trailing sites enumerated inside one chunk.
+    chunk
+        Configurations per chunk (product of the trailing radices).
+    num_chunks
+        Number of chunks; ``chunk * num_chunks`` is the number of configurations.
+    """
+
+    free: tuple[str, ...]
+    enumerated: tuple[str, ...]
+    summed: str | None
+    method: str | None
+    radices: tuple[int, ...]
+    num_low: int
+    chunk: int
+    num_chunks: int
+
+    @property
+    def num_configurations(self) -> int:
+        """Number of enumerated configurations."""
+        return self.chunk * self.num_chunks
+
+
+# ======================================================================================
+# validation
+# ======================================================================================
+def _is_concrete(tree: Any) -> bool:
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
+
+
+def _check_model(model: Any) -> None:
+    from ugm_infer.model import EnergyModel
+
+    if not isinstance(model, EnergyModel):
+        raise TypeError(f"`model` must be a ui.EnergyModel, got {type(model).__name__}")
+
+
+def _check_params(model: Any, params: Any) -> None:
+    if _is_concrete(params):
+        model.validate_params(params)
+
+
+def _check_positive_int(value: Any, argname: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{argname}` must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _check_key(rng_key: Any) -> None:
+    if isinstance(rng_key, jax.core.Tracer):
+        return
+    arr = rng_key
+    if not hasattr(arr, "dtype"):
+        raise TypeError(f"`rng_key` must be a JAX PRNG key (jax.random.key(seed)), got {type(rng_key).__name__}")
+    if jax.dtypes.issubdtype(arr.dtype, jax.dtypes.prng_key):
+        if arr.shape != ():
+            raise ValueError(f"`rng_key` must be a single key, got a key array of shape {arr.shape}")
+        return
+    if not (np.asarray(arr).dtype == np.uint32 and np.asarray(arr).shape == (2,)):
+        raise TypeError(
+            f"`rng_key` must be a JAX PRNG key (jax.random.key(seed)), got an array of dtype {arr.dtype} "
+            f"and shape {np.shape(arr)}"
+        )
+
+
+def _check_sum_out(model: Any, sum_out: Any) -> None:
+    if sum_out is None or sum_out == _AUTO:
+        return
+    if not isinstance(sum_out, str):
+        raise TypeError(f'`sum_out` must be "auto", None or a variable name, got {sum_out!r}')
+    if sum_out not in model.variables:
+        raise ValueError(f"`sum_out` names unknown variable '{sum_out}'; the model has {list(model.variables)}")
+
+
+def _validate_observed(model: Any, data: Any, argname: str = "data") -> tuple[State, int | None]:
+    """Validate a dict holding a subset of the variables, all with 0 or 1 leading axis.
+
+    Returns the data cast to the domain dtypes (with a leading axis) and the number of
+    examples, or ``None`` if the data were unbatched.
+    """
+    if not isinstance(data, Mapping):
+        raise TypeError(f"`{argname}` must be a dict {{name: array}}, got {type(data).__name__}")
+    if not data:
+        raise ValueError(f"`{argname}` must hold at least one of the model's variables {list(model.variables)}")
+    unknown = sorted(set(data) - set(model.variables))
+    if unknown:
+        raise ValueError(f"`{argname}` has unknown variable(s) {unknown}; the model has {list(model.variables)}")
+    out: State = {}
+    batch: tuple[int, ...] | None = None
+    for name in model.variables:
+        if name not in data:
+            continue
+        domain = model.variables[name]
+        arr = np.asarray(data[name])
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+            raise TypeError(f"`{argname}['{name}']` must be numeric, got dtype {arr.dtype}")
+        nd = arr.ndim - len(domain.shape)
+        if nd not in (0, 1) or tuple(arr.shape[nd:]) != domain.shape:
+            shape = ", ".join(map(str, domain.shape))
+            raise ValueError(
+                f"`{argname}['{name}']` has shape {arr.shape}; expected (num_examples, {shape}) or ({shape}) for {domain!r}"
+            )
+        if batch is None:
+            batch = arr.shape[:nd]
+        elif arr.shape[:nd] != batch:
+            raise ValueError(
+                f"`{argname}` variables disagree on the number of examples: '{name}' has leading shape "
+                f"{arr.shape[:nd]}, expected {batch}"
+            )
+        if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
+            raise ValueError(f"`{argname}['{name}']` contains NaN or inf")
+        bad = ~domain.contains(arr)
+        if np.any(bad):
+            raise ValueError(
+                f"`{argname}['{name}']` has {int(bad.sum())} value(s) outside the domain {domain!r} "
+                f"(allowed {domain.values.tolist()}), e.g. {arr[bad].reshape(-1)[0]}"
+            )
+        out[name] = jnp.asarray(arr.reshape((-1,) + domain.shape), dtype=domain.dtype)
+    assert batch is not None
+    num = batch[0] if batch else None
+    if num == 0:
+        raise ValueError(f"`{argname}` has zero examples")
+    return out, num
+
+
+# ======================================================================================
+# planning
+# ======================================================================================
+def _log_configs(domain) -> float:
+    return domain.size * math.log(domain.num_states)
+
+
+def _structure(model: Any, params: Any) -> tuple[list[str], bool | None]:
+    """(non-interacting variables, multilinear) -- probing if needed and possible."""
+    if not model.has_structure:
+        if not _is_concrete(params):
+            return [], None
+        try:
+            model.detect_structure(params)
+        except (ValueError, TypeError):
+            # probing refused or impossible (e.g. a non-multilinear energy with too many
+            # sites): no generic analytic summation, which only costs speed; declared
+            # free energies are still used
+            return [], None
+    return model.non_interacting_variables(), model.multilinear
+
+
+def _summation_method(model: Any, name: str, multilinear: bool | None, conditionals: bool) -> str:
+    if name in model.free_energy_fns and not conditionals:
+        return "free_energy"
+    domain = model.variables[name]
+    if multilinear and isinstance(domain, (Binary, Spin)):
+        return "gradient"
+    return "single_site"
+
+
+def _choose_summed(
+    model: Any, params: Any, free: tuple[str, ...], sum_out: Any, conditionals: bool
+) -> tuple[str | None, str | None]:
+    if sum_out is None or not free:
+        return None, None
+    if sum_out != _AUTO:
+        if sum_out not in free:
+            raise ValueError(f"`sum_out='{sum_out}'` is not summed over here (free variables: {list(free)})")
+        need_structure = conditionals or sum_out not in model.free_energy_fns
+        nonint, multilinear = _structure(model, params) if need_structure else ([], None)
+        if sum_out not in model.free_energy_fns or conditionals:
+            if sum_out not in nonint:
+                why = "its sites interact" if model.has_structure else "its structure could not be probed"
+                raise ValueError(
+                    f"cannot sum '{sum_out}' analytically here: {why}"
+                    + ("" if conditionals else " and it has no entry in `free_energy_fns`")
+                    + "; pass sum_out='auto' or None"
+                )
+        return sum_out, _summation_method(model, sum_out, multilinear, conditionals)
+    size = {n: _log_configs(model.variables[n]) for n in free}
+    fe = [n for n in free if n in model.free_energy_fns] if not conditionals else []
+    best_fe = max((size[n] for n in fe), default=-1.0)
+    if conditionals or any(size[n] > best_fe for n in free if n not in model.free_energy_fns):
+        nonint, multilinear = _structure(model, params)
+    else:
+        nonint, multilinear = [], None
+    candidates = [n for n in free if n in fe or n in nonint]
+    if not candidates:
+        return None, None
+    # most configurations first; among equals prefer a declared free energy, then order
+    best = max(candidates, key=lambda n: (size[n], n in fe, -free.index(n)))
+    return best, _summation_method(model, best, multilinear, conditionals)
+
+
+def _work_per_config(model: Any, summed: str | None, method: str | None) -> int:
+    """Rough number of array elements materialised per enumerated configuration."""
+    n = max(model.num_sites, 1)
+    if method == "gradient":
+        return 3 * n
+    if method == "single_site":
+        d = model.variables[summed]
+        return n * (1 + d.size * (d.num_states - 1))
+    return 2 * n
+
+
+def _make_plan(
+    model: Any,
+    params: Any,
+    free: tuple[str, ...],
+    *,
+    sum_out: Any,
+    conditionals: bool,
+    chunk_size: int,
+    max_configurations: int,
+) -> EnumerationPlan:
+    summed, method = _choose_summed(model, params, free, sum_out, conditionals)
+    enumerated = tuple(n for n in free if n != summed)
+    radices: list[int] = []
+    for n in enumerated:
+        d = model.variables[n]
+        radices.extend([d.num_states] * d.size)
+    total = math.prod(radices)
+    if total > max_configurations:
+        what = f" after summing '{summed}' analytically" if summed else ""
+        hint = "" if model.has_structure else " (or call model.detect_structure(params) first)"
+        raise ValueError(
+            f"model too large to enumerate: {_fmt_count(total)} configurations{what} > "
+            f"max_configurations={max_configurations}; use AIS/SMC{hint}"
+        )
+    limit = min(chunk_size, max(1, _MEMORY_BUDGET // _work_per_config(model, summed, method)))
+    num_low, chunk = 0, 1
+    while num_low < len(radices) and chunk * radices[-1 - num_low] <= limit:
+        chunk *= radices[-1 - num_low]
+        num_low += 1
+    num_chunks = total // chunk
+    if num_chunks > _INT32_LIMIT:
+        raise ValueError(
+            f"{total} configurations in chunks of {chunk} give {num_chunks} > 2^31-1 chunks; "
+            "raise `chunk_size` or lower `max_configurations`"
+        )
+    return EnumerationPlan(free, enumerated, summed, method, tuple(radices), num_low, chunk, num_chunks)
+
+
+def _fmt_count(n: int) -> str:
+    return str(n) if n < 10**15 else f"~10^{math.log10(n):.1f}"
+
+
+def enumeration_plan(
+    model: Any,
+    params: Any,
+    observed: tuple[str, ...] | list[str] = (),
+    *,
+    sum_out: Any = _AUTO,
+    conditionals: bool = False,
+    chunk_size: int = 65536,
+    max_configurations: int = 2**27,
+) -> EnumerationPlan:
+    """The plan :func:`log_partition` (or :func:`log_likelihood`) would use.
+
+    Parameters
+    ----------
+    model, params
+        The model and its parameters (used to probe the structure if needed).
+    observed
+        Names of observed variables; the others are summed over.
+    sum_out
+        ``"auto"``, ``None`` or a variable name (see the module docstring).
+    conditionals
+        Whether the summed variable's conditionals are needed (as in :func:`sample`).
+    chunk_size, max_configurations
+        As in :func:`log_partition`.
+
+    Returns
+    -------
+    EnumerationPlan
+    """
+    _check_model(model)
+    _check_params(model, params)
+    _check_sum_out(model, sum_out)
+    unknown = sorted(set(observed) - set(model.variables))
+    if unknown:
+        raise ValueError(f"`observed` has unknown variable(s) {unknown}; the model has {list(model.variables)}")
+    free = tuple(n for n in model.variables if n not in set(observed))
+    return _make_plan(
+        model,
+        params,
+        free,
+        sum_out=sum_out,
+        conditionals=conditionals,
+        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
+        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    )
+
+
+# ======================================================================================
+# traced building blocks
+# ======================================================================================
+def _suffix_products(radices: np.ndarray) -> np.ndarray:
+    """Place values of a mixed-radix number (last digit least significant)."""
+    if radices.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    place = np.concatenate([np.cumprod(radices[::-1][:-1].astype(np.int64))[::-1], [1]])
+    return place.astype(np.int32)
+
+
+def _decode(model: Any, plan: EnumerationPlan, chunk_ids: jax.Array, offsets: jax.Array) -> tuple[State, jax.Array]:
+    """States (leading axis ``B``) and per-site state indices of configurations.
+
+    ``chunk_ids`` and ``offsets`` are int32 arrays of shape ``(B,)``; the configuration
+    is ``chunk_id * plan.chunk + offset`` in mixed radix, decoded without forming it.
+    """
+    radices = np.asarray(plan.radices, dtype=np.int64)
+    num_high = radices.size - plan.num_low
+    high, low = radices[:num_high], radices[num_high:]
+    parts = []
+    if num_high:
+        parts.append((chunk_ids[:, None] // _suffix_products(high)[None, :]) % high.astype(np.int32)[None, :])
+    if plan.num_low:
+        parts.append((offsets[:, None] // _suffix_products(low)[None, :]) % low.astype(np.int32)[None, :])
+    batch = offsets.shape[0]
+    digits = jnp.concatenate(parts, axis=1) if parts else jnp.zeros((batch, 0), jnp.int32)
+    states, pos = {}, 0
+    for name in plan.enumerated:
+        d = model.variables[name]
+        states[name] = d.from_index(digits[:, pos : pos + d.size]).reshape((batch,) + d.shape)
+        pos += d.size
+    return states, digits
+
+
+def _as_float(x: jax.Array) -> jax.Array:
+    x = jnp.asarray(x)
+    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
+def _site_deltas(model: Any, params: Any, name: str, method: str, rest: State) -> tuple[jax.Array, jax.Array]:
+    r"""``(E(rest, r), delta)`` with ``delta[k-1, i] = E(rest, r^{i->k}) - E(rest, r)`` for ``k >= 1``.
+
+    ``delta`` has shape ``(K - 1, size)``: values first, so that reductions over the
+    values are elementwise operations between rows (reducing a trailing axis of
+    length 2 is several times slower on CPU).
+    """
+    d = model.variables[name]
+    values = d.values
+    if method == "gradient":
+        # The gradient is taken at the midpoint of the two values: exact for energies of
+        # degree <= 2 in each site (e.g. after learning gives a Boltzmann machine's W a
+        # diagonal), not only for affine ones.  Sites of V do not interact, so the
+        # other sites of V may sit at the midpoint too.
+        def energy_of(x):
+            return _as_float(model.energy(params, {**rest, name: x}))
+
+        e0 = energy_of(jnp.full(d.shape, values[0], dtype=jnp.float32))
+        grad = jax.grad(energy_of)(jnp.full(d.shape, 0.5 * (values[0] + values[1]), dtype=jnp.float32))
+        return e0, (grad.reshape(-1) * float(values[1] - values[0]))[None, :]
+    ref = jnp.full((d.size,), values[0]).astype(d.dtype)
+    e0 = _as_float(model.energy(params, {**rest, name: ref.reshape(d.shape)}))
+    sites = np.tile(np.arange(d.size), d.num_states - 1)
+    new_values = np.repeat(values[1:], d.size)
+
+    def changed(i, v):
+        x = ref.at[i].set(jnp.asarray(v).astype(d.dtype))
+        return _as_float(model.energy(params, {**rest, name: x.reshape(d.shape)}))
+
+    energies = jax.vmap(changed)(jnp.asarray(sites), jnp.asarray(new_values))
+    return e0, (energies - e0).reshape(d.num_states - 1, d.size)
+
+
+def _site_log_norm(delta: jax.Array) -> jax.Array:
+    r"""Per site :math:`\log(1 + \sum_{k \ge 1} \exp(-\delta_{ik}))`, shape ``(size,)``."""
+    if delta.shape[0] == 1:
+        return jnp.logaddexp(0.0, -delta[0])
+    neg = -delta
+    m = jnp.maximum(jnp.max(neg, axis=0), 0.0)
+    return m + jnp.log(jnp.exp(-m) + jnp.sum(jnp.exp(neg - m[None, :]), axis=0))
+
+
+def _free_energy(model: Any, params: Any, plan: EnumerationPlan, state: State) -> jax.Array:
+    """Energy of one configuration with ``plan.summed`` summed out (``state`` lacks it)."""
+    if plan.summed is None:
+        return _as_float(model.energy(params, state))
+    if plan.method == "free_energy":
+        return _as_float(model.free_energy_fns[plan.summed](params, state))
+    e0, delta = _site_deltas(model, params, plan.summed, plan.method, state)
+    return e0 - jnp.sum(_site_log_norm(delta))
+
+
+def _conditional_probs(model: Any, params: Any, plan: EnumerationPlan, state: State):
+    """Free energy and conditional probabilities of values ``1..K-1``, shape ``(K-1, size)``.
+
+    The probability of value 0 is one minus their sum (not materialised: for an RBM
+    the marginal pass then costs one sigmoid and one matrix-vector product).
+    """
+    e0, delta = _site_deltas(model, params, plan.summed, plan.method, state)
+    lse = _site_log_norm(delta)
+    if delta.shape[0] == 1:
+        return e0 - jnp.sum(lse), jax.nn.sigmoid(-delta)
+    return e0 - jnp.sum(lse), jnp.exp(-delta - lse[None, :])
+
+
+def _merge_weights(log_mass: jax.Array, chunk_log_mass: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Streaming normalisation: weights of the old average and of a new chunk's average.
+
+    With ``log_mass`` the log of the mass seen so far and ``chunk_log_mass`` that of
+    the new chunk, the running average becomes ``a * old + b * chunk_average``.
+    Chunks (or prefixes) of zero mass get weight zero instead of NaN.
+    """
+    new = jnp.logaddexp(log_mass, chunk_log_mass)
+    safe = jnp.where(jnp.isfinite(new), new, 0.0)
+    a = jnp.where(jnp.isfinite(log_mass), jnp.exp(log_mass - safe), 0.0)
+    b = jnp.where(jnp.isfinite(chunk_log_mass), jnp.exp(chunk_log_mass - safe), 0.0)
+    return new, a, b
+
+
+def _chunk_ids(plan: EnumerationPlan, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return jnp.full((plan.chunk,), c, dtype=jnp.int32), jnp.arange(plan.chunk, dtype=jnp.int32)
+
+
+def _chunk_log_masses(model: Any, params: Any, plan: EnumerationPlan, context: State) -> jax.Array:
+    """``log sum exp(-F)`` of every chunk, shape ``(num_chunks,)``; ``context`` is one example."""
+
+    def body(carry, c):
+        states, _ = _decode(model, plan, *_chunk_ids(plan, c))
+        f = jax.vmap(lambda s: _free_energy(model, params, plan, {**context, **s}), axis_size=plan.chunk)(states)
+        return carry, jax.nn.logsumexp(-f)
+
+    _, out = jax.lax.scan(jax.checkpoint(body), None, jnp.arange(plan.num_chunks, dtype=jnp.int32))
+    return out
+
+
+# ======================================================================================
+# compiled-function cache (one compilation per model, plan and static arguments)
+# ======================================================================================
+def _cached(model: Any, key: tuple, build: Callable[[], Callable]) -> Callable:
+    # Stored on the model instance (like its probed structure), so the jitted closures,
+    # which reference the model, are freed with it.  Parameter values are arguments,
+    # so new parameters never recompile; only a new plan or static argument does.
+    per_model = model.__dict__.setdefault("_exact_cache", {})
+    if key not in per_model:
+        per_model[key] = build()
+    return per_model[key]
+
+
+def _log_partition_fn(model: Any, plan: EnumerationPlan) -> Callable:
+    def build():
+        return jax.jit(lambda params: jax.nn.logsumexp(_chunk_log_masses(model, params, plan, {})))
+
+    return _cached(model, ("log_partition", plan), build)
+
+
+def _check_finite_result(value: Any, what: str) -> None:
+    if _is_concrete(value) and any(np.any(np.isnan(np.asarray(x))) for x in jax.tree.leaves(value)):
+        raise ValueError(f"{what} is NaN: the energy returned NaN for some configuration (check `params`)")
+
+
+# ======================================================================================
+# public API
+# ======================================================================================
+def log_partition(
+    model: Any,
+    params: Any,
+    *,
+    chunk_size: int = 65536,
+    max_configurations: int = 2**27,
+    sum_out: Any = _AUTO,
+) -> jax.Array:
+    r"""Exact log partition function :math:`\log Z = \log \sum_x \exp(-E(\theta, x))`.
+
+    Parameters
+    ----------
+    model
+        A :class:`ugm_infer.EnergyModel`.
+    params
+        Its parameters.  May be traced: ``jax.grad(lambda p: log_partition(model, p))``
+        gives :math:`\mathbb{E}_p[-\nabla_\theta E]` (the structure must then already be
+        known, e.g. from an earlier call with concrete params).
+    chunk_size
+        Upper bound on the configurations evaluated at once (further limited by a
+        memory budget; see the module docstring).
+    max_configurations
+        Largest number of configurations to enumerate (after the analytic summation).
+    sum_out
+        ``"auto"`` (default), ``None`` (enumerate everything) or the name of the
+        variable to sum analytically.
+
+    Returns
+    -------
+    Scalar ``log Z`` (float32 unless the energy is float64).
+
+    Raises
+    ------
+    ValueError
+        ``"model too large to enumerate: ..."`` beyond ``max_configurations``; bad
+        params (NaN/inf, or rejected by the model); bad arguments.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, ugm_infer as ui
+    >>> model = ui.EnergyModel(lambda p, s: -jnp.sum(p["h"] * s["s"]), {"s": ui.Spin(3)})
+    >>> round(float(ui.exact.log_partition(model, {"h": jnp.zeros(3)})), 4)  # 3 log 2
+    2.0794
+    """
+    _check_model(model)
+    _check_params(model, params)
+    _check_sum_out(model, sum_out)
+    plan = _make_plan(
+        model,
+        params,
+        tuple(model.variables),
+        sum_out=sum_out,
+        conditionals=False,
+        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
+        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    )
+    out = _log_partition_fn(model, plan)(params)
+    _check_finite_result(out, "log Z")
+    return out
+
+
+def log_prob(model: Any, params: Any, state: State, **kwargs: Any) -> jax.Array:
+    r"""Exact :math:`\log p(x) = -E(\theta, x) - \log Z(\theta)` of full configurations.
+
+    Parameters
+    ----------
+    model, params
+        The model and its parameters.
+    state
+        ``{name: array}`` with every variable, unbatched or with leading batch axes.
+    **kwargs
+        Passed to :func:`log_partition` (``chunk_size``, ``max_configurations``,
+        ``sum_out``).
+
+    Returns
+    -------
+    Array of the state's batch shape (a scalar for one configuration).
+    """
+    _check_model(model)
+    _check_params(model, params)
+    state = model.validate_state(state, argname="state")
+    first = next(iter(model.variables))
+    batch_shape = state[first].shape[: state[first].ndim - len(model.variables[first].shape)]
+    log_z = log_partition(model, params, **kwargs)
+    flat = {n: x.reshape((-1,) + model.variables[n].shape) for n, x in state.items()}
+    energies = _cached(model, ("energies",), lambda: jax.jit(model.energies))(params, flat)
+    return (-_as_float(energies) - log_z).reshape(batch_shape)
+
+
+def log_likelihood(
+    model: Any,
+    params: Any,
+    data: Mapping[str, Any],
+    *,
+    chunk_size: int = 65536,
+    max_configurations: int = 2**27,
+    sum_out: Any = _AUTO,
+) -> jax.Array:
+    r"""Exact log-likelihood of (partially) observed examples, latent variables summed out.
+
+    .. math::  \log p(x_O) = -F(x_O) - \log Z,
+               \qquad F(x_O) = -\log \sum_{x_M} \exp(-E(\theta, x_O, x_M)),
+
+    where :math:`O` are the variables present in ``data`` and :math:`M` the missing
+    ones.  :math:`F` is computed with the same machinery as :math:`\log Z`: the
+    largest summable missing variable is summed analytically (an RBM's hidden layer
+    through ``free_energy_fns``, or any non-interacting variable) and the other
+    missing variables are enumerated in chunks for every example.
+
+    Parameters
+    ----------
+    model, params
+        The model and its parameters.
+    data
+        ``{name: array}`` holding a subset of the variables, each with a leading
+        example axis (or none, for a single example).
+    chunk_size, max_configurations, sum_out
+        As in :func:`log_partition`; ``max_configurations`` also bounds the
+        configurations of the missing variables enumerated per example.
+
+    Returns
+    -------
+    ``(num_examples,)`` log-likelihoods (a scalar for an unbatched example).
+    """
+    _check_model(model)
+    _check_params(model, params)
+    _check_sum_out(model, sum_out)
+    observed, num = _validate_observed(model, data, "data")
+    chunk_size = _check_positive_int(chunk_size, "chunk_size")
+    max_configurations = _check_positive_int(max_configurations, "max_configurations")
+    n_examples = next(iter(observed.values())).shape[0]
+    missing = tuple(n for n in model.variables if n not in observed)
+    sum_out_missing = sum_out if (sum_out in (None, _AUTO) or sum_out in missing) else None
+    if sum_out not in (None, _AUTO) and sum_out not in missing:
+        raise ValueError(f"`sum_out='{sum_out}'` is observed in `data`; it can only name a missing variable")
+    plan = _make_plan(
+        model,
+        params,
+        missing,
+        sum_out=sum_out_missing,
+        conditionals=False,
+        chunk_size=chunk_size,
+        max_configurations=max_configurations,
+    )
+    work = _work_per_config(model, plan.summed, plan.method) * plan.chunk
+    batch_size = int(max(1, min(n_examples, _MEMORY_BUDGET // work)))
+
+    def build():
+        def neg_free_energy(params, example):
+            return jax.nn.logsumexp(_chunk_log_masses(model, params, plan, example))
+
+        return jax.jit(lambda params, obs: jax.lax.map(lambda ex: neg_free_energy(params, ex), obs, batch_size=batch_size))
+
+    fn = _cached(model, ("log_likelihood", plan, tuple(observed), batch_size), build)
+    log_z = log_partition(model, params, chunk_size=chunk_size, max_configurations=max_configurations, sum_out=sum_out)
+    out = fn(params, observed) - log_z
+    _check_finite_result(out, "log-likelihood")
+    return out if num is not None else out[0]
+
+
+def average_log_likelihood(model: Any, params: Any, data: Mapping[str, Any], **kwargs: Any) -> jax.Array:
+    """Mean of :func:`log_likelihood` over the examples of ``data`` (same arguments)."""
+    return jnp.mean(log_likelihood(model, params, data, **kwargs))
+
+
+def marginals(
+    model: Any,
+    params: Any,
+    *,
+    chunk_size: int = 65536,
+    max_configurations: int = 2**27,
+    sum_out: Any = _AUTO,
+) -> dict[str, jax.Array]:
+    r"""Exact marginal distribution of every site.
+
+    Enumerated sites accumulate :math:`\sum_x p(x)\, [x_i = k]` chunk by chunk; for
+    the analytically summed variable ``V`` (non-interacting sites only), the
+    conditionals :math:`p(x_{V,i} = k \mid x_{-V})` are averaged over the enumerated
+    configurations instead.
+
+    Parameters
+    ----------
+    model, params, chunk_size, max_configurations, sum_out
+        As in :func:`log_partition`.
+
+    Returns
+    -------
+    ``{name: probs}`` with ``probs`` of shape ``domain.shape + (K,)``; index ``k`` is
+    the ``k``-th value of the domain (for spins: ``[p(-1), p(+1)]``).
+    """
+    _check_model(model)
+    _check_params(model, params)
+    _check_sum_out(model, sum_out)
+    plan = _make_plan(
+        model,
+        params,
+        tuple(model.variables),
+        sum_out=sum_out,
+        conditionals=True,
+        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
+        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    )
+
+    def build():
+        def run(params):
+            # one pass: running averages re-weighted as the normaliser grows
+            def body(carry, c):
+                log_mass, acc = carry
+                states, digits = _decode(model, plan, *_chunk_ids(plan, c))
+                if plan.summed is None:
+                    f = jax.vmap(lambda s: _free_energy(model, params, plan, s), axis_size=plan.chunk)(states)
+                else:
+                    f, cond = jax.vmap(lambda s: _conditional_probs(model, params, plan, s), axis_size=plan.chunk)(states)
+                chunk_log_mass = jax.nn.logsumexp(-f)
+                w = jnp.exp(-f - chunk_log_mass)
+                log_mass, a, b = _merge_weights(log_mass, chunk_log_mass)
+                new, pos = {}, 0
+                for name in plan.enumerated:
+                    d = model.variables[name]
+                    onehot = jax.nn.one_hot(digits[:, pos : pos + d.size], d.num_states, dtype=w.dtype)
+                    new[name] = a * acc[name] + b * jnp.einsum("c,cik->ik", w, onehot)
+                    pos += d.size
+                if plan.summed is not None:
+                    new[plan.summed] = a * acc[plan.summed] + b * jnp.tensordot(w, cond, axes=1)
+                return (log_mass, new), None
+
+            dtype = jnp.float32 if not jax.config.jax_enable_x64 else jnp.float64
+            init = {n: jnp.zeros((model.variables[n].size, model.variables[n].num_states), dtype) for n in plan.enumerated}
+            if plan.summed is not None:
+                d = model.variables[plan.summed]
+                init[plan.summed] = jnp.zeros((d.num_states - 1, d.size), dtype)
+            (_, acc), _ = jax.lax.scan(
+                body, (jnp.asarray(-jnp.inf, dtype), init), jnp.arange(plan.num_chunks, dtype=jnp.int32)
+            )
+            if plan.summed is not None:
+                rest = acc[plan.summed]  # values 1..K-1; value 0 gets the remaining mass
+                acc[plan.summed] = jnp.concatenate([jnp.clip(1.0 - jnp.sum(rest, axis=0, keepdims=True), 0.0), rest]).T
+            return {
+                n: (acc[n] / jnp.sum(acc[n], axis=-1, keepdims=True)).reshape(
+                    model.variables[n].shape + (model.variables[n].num_states,)
+                )
+                for n in model.variables
+            }
+
+        return jax.jit(run)
+
+    out = _cached(model, ("marginals", plan), build)(params)
+    _check_finite_result(out, "marginals")
+    return out
+
+
+def expectation(
+    model: Any,
+    params: Any,
+    fn: Callable[[State], Any],
+    *,
+    chunk_size: int = 65536,
+    max_configurations: int = 2**27,
+) -> Any:
+    r"""Exact :math:`\mathbb{E}_p[f(x)] = \sum_x p(x) f(x)` for a pytree-valued ``f``.
+
+    The full joint is enumerated (an arbitrary ``f`` does not factorise over the
+    analytically summable variable); ``f`` is applied to one configuration and
+    vmapped over each chunk.  For :math:`\mathbb{E}_p[-\nabla_\theta E]` on models too
+    large for that, use ``jax.grad`` of :func:`log_partition` instead.
+
+    Parameters
+    ----------
+    model, params
+        The model and its parameters.
+    fn
+        ``fn(state) -> pytree of arrays`` for one configuration ``state``.
+    chunk_size, max_configurations
+        As in :func:`log_partition` (no analytic summation here).
+
+    Returns
+    -------
+    A pytree like ``fn``'s output (float leaves).
+    """
+    _check_model(model)
+    _check_params(model, params)
+    if not callable(fn):
+        raise TypeError(f"`fn` must be callable, got {type(fn).__name__}")
+    plan = _make_plan(
+        model,
+        params,
+        tuple(model.variables),
+        sum_out=None,
+        conditionals=False,
+        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
+        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    )
+
+    @jax.jit
+    def run(params):
+        example, _ = _decode(model, plan, jnp.zeros((1,), jnp.int32), jnp.zeros((1,), jnp.int32))
+        shapes = jax.eval_shape(fn, {n: x[0] for n, x in example.items()})
+        dtype = jnp.float32 if not jax.config.jax_enable_x64 else jnp.float64
+
+        def body(carry, c):
+            log_mass, acc = carry
+            states, _ = _decode(model, plan, *_chunk_ids(plan, c))
+            f = jax.vmap(lambda s: _free_energy(model, params, plan, s), axis_size=plan.chunk)(states)
+            chunk_log_mass = jax.nn.logsumexp(-f)
+            w = jnp.exp(-f - chunk_log_mass)
+            log_mass, a, b = _merge_weights(log_mass, chunk_log_mass)
+            values = jax.vmap(fn)(states)
+            acc = jax.tree.map(lambda x, v: a * x + b * jnp.tensordot(w, _as_float(v), axes=1), acc, values)
+            return (log_mass, acc), None
+
+        init = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.promote_types(s.dtype, dtype)), shapes)
+        (_, acc), _ = jax.lax.scan(body, (jnp.asarray(-jnp.inf, dtype), init), jnp.arange(plan.num_chunks, dtype=jnp.int32))
+        return acc
+
+    return run(params)
+
+
+def sample(
+    rng_key: jax.Array,
+    model: Any,
+    params: Any,
+    num_samples: int,
+    *,
+    chunk_size: int = 65536,
+    max_configurations: int = 2**27,
+    sum_out: Any = _AUTO,
+) -> State:
+    r"""Exact iid samples from :math:`p(x) \propto \exp(-E(\theta, x))`.
+
+    The enumerated variables are drawn from their exact marginal
+    :math:`\propto \exp(-F(x_{-V}))` in one pass over the chunks (weighted reservoir
+    sampling over chunks, then inversion of the chunk's cumulative weights).  The summed
+    variable ``V`` (non-interacting sites) is then drawn site by site from its
+    conditional :math:`\operatorname{softmax}_k(-\delta_{ik})` (for an RBM:
+    :math:`p(v_i = 1 \mid h) = \sigma(b_i + W_i h)`).
+
+    Parameters
+    ----------
+    rng_key
+        A JAX PRNG key.
+    model, params
+        The model and its parameters.
+    num_samples
+        Number of iid draws.
+    chunk_size, max_configurations, sum_out
+        As in :func:`log_partition`.
+
+    Returns
+    -------
+    ``{name: array of shape (num_samples, *domain.shape)}`` in the domain dtypes.
+    """
+    _check_key(rng_key)
+    _check_model(model)
+    _check_params(model, params)
+    _check_sum_out(model, sum_out)
+    num_samples = _check_positive_int(num_samples, "num_samples")
+    plan = _make_plan(
+        model,
+        params,
+        tuple(model.variables),
+        sum_out=sum_out,
+        conditionals=True,
+        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
+        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    )
+    cond_batch = int(max(1, min(num_samples, _MEMORY_BUDGET // _work_per_config(model, plan.summed, plan.method))))
+
+    def build():
+        def run(rng_key, params):
+            key_enum, key_summed = jax.random.split(rng_key)
+
+            # One pass of weighted reservoir sampling: chunk c replaces a sample's
+            # current draw with probability mass_c / (mass of chunks 0..c), so the final
+            # draw lies in chunk c with probability mass_c / Z; inside the chunk a
+            # configuration is drawn by inverting its cumulative weights.  (Few random
+            # calls on purpose: each threefry call site is slow to compile on CPU.)
+            def body(carry, c):
+                log_mass, chunk_ids, offsets = carry
+                u = jax.random.uniform(jax.random.fold_in(key_enum, c), (2, num_samples))
+                states, _ = _decode(model, plan, *_chunk_ids(plan, c))
+                f = jax.vmap(lambda s: _free_energy(model, params, plan, s), axis_size=plan.chunk)(states)
+                logw = -f.astype(jnp.float32)  # float32 suffices to draw; keeps the carry's dtype fixed
+                chunk_log_mass = jax.nn.logsumexp(logw)
+                log_mass = jnp.logaddexp(log_mass, chunk_log_mass)
+                accept = jnp.log(u[0]) < chunk_log_mass - log_mass
+                cdf = jnp.cumsum(jnp.exp(logw - jnp.max(logw)))
+                idx = jnp.searchsorted(cdf, u[1] * cdf[-1], side="right")
+                idx = jnp.clip(idx, 0, plan.chunk - 1).astype(jnp.int32)
+                return (log_mass, jnp.where(accept, c, chunk_ids), jnp.where(accept, idx, offsets)), None
+
+            zeros = jnp.zeros((num_samples,), jnp.int32)
+            (_, chunk_ids, offsets), _ = jax.lax.scan(
+                body, (jnp.asarray(-jnp.inf), zeros, zeros), jnp.arange(plan.num_chunks, dtype=jnp.int32)
+            )
+            states, _ = _decode(model, plan, chunk_ids, offsets)
+            if plan.summed is not None:
+                d = model.variables[plan.summed]
+                # p(x_i = k | rest) for k >= 1; a dummy axis keeps lax.map well defined
+                # when nothing is enumerated
+                _, probs = jax.lax.map(
+                    lambda a: _conditional_probs(model, params, plan, a[0]),
+                    (states, jnp.zeros(num_samples)),
+                    batch_size=cond_batch,
+                )
+                # inverse CDF: value = number of k in 1..K-1 with u >= p_0 + ... + p_{k-1}
+                u = jax.random.uniform(key_summed, (num_samples, d.size))
+                upper = 1.0 - jnp.cumsum(probs[:, ::-1], axis=1)[:, ::-1]  # P(x < k), k = 1..K-1
+                index = jnp.sum(u[:, None, :] >= upper, axis=1)
+                states[plan.summed] = d.from_index(index).reshape((num_samples,) + d.shape)
+            return {n: states[n] for n in model.variables}
+
+        return jax.jit(run)
+
+    return _cached(model, ("sample", plan, num_samples, cond_batch), build)(rng_key, params)
+
+
+def distribution(
+    model: Any, params: Any, *, chunk_size: int = 65536, max_configurations: int = 2**22
+) -> tuple[State, np.ndarray]:
+    """Every configuration and its exact probability (small models; for tests).
+
+    Parameters
+    ----------
+    model, params
+        The model and its parameters.
+    chunk_size
+        As in :func:`log_partition`.
+    max_configurations
+        Largest number of joint configurations (all are materialised).
+
+    Returns
+    -------
+    states
+        ``{name: array (N, *domain.shape)}`` with all ``N`` configurations in mixed-radix
+        order (first variable's first site most significant; the order of
+        ``tests/stat_utils.state_index``).
+    probs
+        ``(N,)`` float64 numpy probabilities (normalised in float64 on the host).
+    """
+    _check_model(model)
+    _check_params(model, params)
+    plan = _make_plan(
+        model,
+        params,
+        tuple(model.variables),
+        sum_out=None,
+        conditionals=False,
+        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
+        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    )
+
+    def build():
+        def run(params):
+            def body(carry, c):
+                states, _ = _decode(model, plan, *_chunk_ids(plan, c))
+                return carry, (states, model.energies(params, states))
+
+            _, (states, energies) = jax.lax.scan(body, None, jnp.arange(plan.num_chunks, dtype=jnp.int32))
+            n = plan.num_configurations
+            return {k: v.reshape((n,) + v.shape[2:]) for k, v in states.items()}, energies.reshape(n)
+
+        return jax.jit(run)
+
+    states, energies = _cached(model, ("distribution", plan), build)(params)
+    logw = -np.asarray(energies, dtype=np.float64)
+    if np.any(np.isnan(logw)):
+        raise ValueError("the energy returned NaN for some configuration (check `params`)")
+    logw -= logw.max()
+    probs = np.exp(logw)
+    return states, probs / probs.sum()
