@@ -7,6 +7,7 @@ exact answers on small models, and learn its parameters by stochastic approximat
 from ugm_infer import exact
 from ugm_infer import kernels
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
+from ugm_infer.fit import FitResult, fit
 from ugm_infer.model import EnergyModel
 from ugm_infer.sampling import SampleResult, sample
 
@@ -17,9 +18,11 @@ __all__ = [
     "Categorical",
     "Domain",
     "EnergyModel",
+    "FitResult",
     "SampleResult",
     "Spin",
     "exact",
+    "fit",
     "kernels",
     "sample",
 ]
