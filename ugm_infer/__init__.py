@@ -6,6 +6,7 @@ exact answers on small models, and learn its parameters by stochastic approximat
 
 from ugm_infer import exact
 from ugm_infer import kernels
+from ugm_infer import learn
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 from ugm_infer.fit import FitResult, fit
 from ugm_infer.model import EnergyModel
@@ -24,5 +25,6 @@ __all__ = [
     "exact",
     "fit",
     "kernels",
+    "learn",
     "sample",
 ]

@@ -1,0 +1,60 @@
+"""Learners: maximum-likelihood (and pseudo-likelihood) fitting of energy models.
+
+Every learner is a :class:`Learner` -- an optax-like ``init``/``step`` pair of pure
+functions plus the model and the names of its visible variables -- whose parameter
+updates go through any optax optimizer (see :mod:`ugm_infer.learn.base` for the
+contract, and :func:`ugm_infer.fit` for the training loop).
+
+=========================  ============================================================
+:func:`sap`                stochastic approximation with any kernel (Younes 1988;
+                           Salakhutdinov 2009, Alg. 1): persistent particles
+:func:`pcd`                SAP with Gibbs sampling (persistent CD, Tieleman 2008)
+:func:`cd`                 contrastive divergence CD-k (Hinton 2002): chains restart
+                           at the data
+:func:`exact_ml`           exact gradient by enumeration (ground truth, small models)
+:func:`pseudo_likelihood`  maximum pseudo-likelihood (Besag 1974), fully visible models
+=========================  ============================================================
+
+Schedules (:func:`robbins_monro`, :func:`constant_then_robbins_monro`) and
+:func:`sgd` (momentum, weight decay) live in :mod:`ugm_infer.learn.schedules`;
+positive phases (the data term with latent variables) in
+:mod:`ugm_infer.learn.phases`.
+"""
+
+from ugm_infer.learn.base import Learner
+from ugm_infer.learn.cd import CDInfo, CDState, cd
+from ugm_infer.learn.exact_ml import ExactMLInfo, ExactMLState, exact_average_log_likelihood, exact_ml
+from ugm_infer.learn.phases import PositivePhase, free_energy_positive_phase, mc_positive_phase
+from ugm_infer.learn.pseudo_likelihood import (
+    PseudoLikelihoodInfo,
+    PseudoLikelihoodState,
+    pseudo_likelihood,
+    pseudo_log_likelihood,
+)
+from ugm_infer.learn.sap import SAPInfo, SAPState, pcd, sap
+from ugm_infer.learn.schedules import constant_then_robbins_monro, robbins_monro, sgd
+
+__all__ = [
+    "CDInfo",
+    "CDState",
+    "ExactMLInfo",
+    "ExactMLState",
+    "Learner",
+    "PositivePhase",
+    "PseudoLikelihoodInfo",
+    "PseudoLikelihoodState",
+    "SAPInfo",
+    "SAPState",
+    "cd",
+    "constant_then_robbins_monro",
+    "exact_average_log_likelihood",
+    "exact_ml",
+    "free_energy_positive_phase",
+    "mc_positive_phase",
+    "pcd",
+    "pseudo_likelihood",
+    "pseudo_log_likelihood",
+    "robbins_monro",
+    "sap",
+    "sgd",
+]
