@@ -30,6 +30,7 @@ The adapted ladder is then *fixed* for sampling, so the sampler stays exact.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -37,9 +38,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.kernels import parallel_tempering as pt
-from ugm_infer.kernels import tempered_transitions as tt
 from ugm_infer.kernels._common import resolve_logdensity
+
+# the modules, not the same-named API objects that ugm_infer.kernels exports
+pt = importlib.import_module("ugm_infer.kernels.parallel_tempering")
+tt = importlib.import_module("ugm_infer.kernels.tempered_transitions")
 
 __all__ = ["LadderReport", "adapt_ladder", "respace_ladder"]
 

@@ -39,8 +39,9 @@ import jax
 import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels import gibbs as gibbs_module
 from ugm_infer.kernels._common import is_concrete, resolve_logdensity
+from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
+from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.kernels.tempered_transitions import check_ladder
 
 __all__ = [
@@ -140,8 +141,8 @@ def build_kernel(
     if base_kernel is None:
         if model is None:
             raise ValueError("pass a `model` (default Gibbs base kernel) or a `base_kernel`")
-        base_kernel = gibbs_module.build_kernel(model, "block", 1, params=params)
-        base_init = gibbs_module.init
+        base_kernel = gibbs_build_kernel(model, "block", 1, params=params)
+        base_init = gibbs_init
     elif base_init is None:
         raise ValueError("a custom `base_kernel` needs its `base_init(position, logdensity_fn)`")
     pairs = jnp.arange(num - 1)

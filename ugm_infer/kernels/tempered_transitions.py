@@ -44,8 +44,9 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels import gibbs as gibbs_module
 from ugm_infer.kernels._common import resolve_logdensity, validate_position
+from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
+from ugm_infer.kernels.gibbs import init as gibbs_init
 
 __all__ = [
     "TemperedTransitionsState",
@@ -117,9 +118,9 @@ def init(position: dict, logdensity_fn: Callable | None = None) -> TemperedTrans
 
 def _default_base(model, params, base_kernel, reverse_kernel, base_init):
     if base_kernel is None:
-        base_kernel = gibbs_module.build_kernel(model, "block", 1, params=params)
-        reverse_kernel = gibbs_module.build_kernel(model, "block", 1, params=params, reverse=True)
-        base_init = gibbs_module.init
+        base_kernel = gibbs_build_kernel(model, "block", 1, params=params)
+        reverse_kernel = gibbs_build_kernel(model, "block", 1, params=params, reverse=True)
+        base_init = gibbs_init
     if reverse_kernel is None:
         reverse_kernel = base_kernel
     if base_init is None:

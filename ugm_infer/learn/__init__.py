@@ -13,6 +13,9 @@ contract, and :func:`ugm_infer.fit` for the training loop).
                            at the data
 :func:`exact_ml`           exact gradient by enumeration (ground truth, small models)
 :func:`pseudo_likelihood`  maximum pseudo-likelihood (Besag 1974), fully visible models
+:func:`trans_sap`          SAP with Gibbs plus a tempered-transitions run every 200
+                           updates (Salakhutdinov 2009)
+:func:`pt_sap`             SAP with parallel-tempering particles (Desjardins et al. 2010)
 =========================  ============================================================
 
 Schedules (:func:`robbins_monro`, :func:`constant_then_robbins_monro`) and
@@ -31,10 +34,27 @@ from ugm_infer.learn.pseudo_likelihood import (
     pseudo_likelihood,
     pseudo_log_likelihood,
 )
-from ugm_infer.learn.sap import SAPInfo, SAPState, pcd, sap
+from ugm_infer.learn.sap import AlternateInfo, SAPInfo, SAPState, pcd, sap
 from ugm_infer.learn.schedules import constant_then_robbins_monro, robbins_monro, sgd
+from ugm_infer.learn.tempered import (
+    Alternate,
+    Builder,
+    Persistent,
+    parallel_tempering_kernel,
+    pt_sap,
+    tempered_transitions_kernel,
+    trans_sap,
+)
 
 __all__ = [
+    "Alternate",
+    "AlternateInfo",
+    "Builder",
+    "Persistent",
+    "parallel_tempering_kernel",
+    "pt_sap",
+    "tempered_transitions_kernel",
+    "trans_sap",
     "CDInfo",
     "CDState",
     "ExactMLInfo",

@@ -243,6 +243,12 @@ def _accepts_kwarg(fn: Callable, name: str) -> bool:
     return name in sig.parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
 
 
+def _builder_type():
+    from ugm_infer.learn.tempered import Builder
+
+    return Builder
+
+
 class LazyKernel:
     """Turns a user's kernel argument into ``(init_fn, kernel_fn)``, built once.
 
@@ -271,6 +277,8 @@ class LazyKernel:
                     return gibbs.init, gibbs.build_kernel(model, "block", params=params)
 
             self._builder = default
+        elif isinstance(kernel, _builder_type()):
+            self._builder = kernel.build
         elif isinstance(kernel, SamplingAlgorithm):
             raise TypeError(
                 "`kernel` is a SamplingAlgorithm, whose step is bound to one log-density; learners hand the kernel "

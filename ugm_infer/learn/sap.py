@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ugm_infer.learn.base import (
     LazyKernel,
@@ -51,8 +52,9 @@ from ugm_infer.learn.base import (
     resolve_visible,
 )
 from ugm_infer.learn.phases import resolve_negative_phase, resolve_positive_phase
+from ugm_infer.learn.tempered import Alternate, Persistent
 
-__all__ = ["SAPState", "SAPInfo", "sap", "pcd"]
+__all__ = ["AlternateInfo", "SAPState", "SAPInfo", "sap", "pcd"]
 
 
 class SAPState(NamedTuple):
@@ -68,6 +70,10 @@ class SAPState(NamedTuple):
         State of the positive phase (``()`` for the built-in ones).
     step
         Number of updates done (int32).
+    kernel_state
+        Full kernel states of a :class:`~ugm_infer.learn.Persistent` kernel (parallel
+        tempering: every replica of every particle); ``()`` for the other kernels,
+        which are re-initialised from ``particles`` at every update.
     """
 
     params: Any
@@ -75,6 +81,23 @@ class SAPState(NamedTuple):
     particles: dict
     aux_state: Any
     step: jax.Array
+    kernel_state: Any = ()
+
+
+class AlternateInfo(NamedTuple):
+    """Kernel info of an :class:`~ugm_infer.learn.Alternate` schedule.
+
+    base
+        Info of the base kernel (every update).
+    extra
+        Info of the extra kernel (zeros on updates where it did not run).
+    extra_ran
+        Whether the extra kernel ran on this update.
+    """
+
+    base: Any
+    extra: Any
+    extra_ran: jax.Array
 
 
 class SAPInfo(NamedTuple):
@@ -198,7 +221,16 @@ def sap(
     optimizer = resolve_optimizer(optimizer)
     positive = resolve_positive_phase(model, visible, positive_phase)
     negative = resolve_negative_phase(model, visible, negative_phase)
-    kernel = LazyKernel(model, kernel)
+    alternate = kernel if isinstance(kernel, Alternate) else None
+    if alternate is not None:
+        every = check_positive_int(alternate.every, "Alternate.every")
+        start = alternate.start
+        if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+            raise ValueError(f"`Alternate.start` must be an int >= 0, got {start!r}")
+        kernel = LazyKernel(model, alternate.base)
+        extra_kernel = LazyKernel(model, alternate.extra)
+    else:
+        kernel = LazyKernel(model, kernel)
     if init_particles is not None:
         init_particles = model.validate_state(init_particles, batch_ndim=1, argname="init_particles")
         size = jax.tree.leaves(init_particles)[0].shape[0]
@@ -209,29 +241,77 @@ def sap(
         check_params(model, params)
         data = check_data(model, visible, data)
         key_particles, key_aux = jax.random.split(rng_key)
-        kernel.get(params)
+        built = kernel.get(params)
+        if alternate is not None:
+            if isinstance(built, Persistent) or isinstance(extra_kernel.get(params), Persistent):
+                raise ValueError("an Alternate schedule needs position-only kernels, not Persistent ones")
         if init_particles is None:
             particles = model.random_state(key_particles, num_particles)
         else:
             particles = dict(init_particles)
+        kernel_state = ()
+        if isinstance(built, Persistent):
+            logdensity_fn = model.logdensity_fn(params)
+            kernel_state = jax.vmap(lambda x: built.init(x, logdensity_fn))(particles)
+            particles = jax.vmap(built.sample)(kernel_state)
         aux_state = positive.init(key_aux, params, data)
-        return SAPState(params, optimizer.init(params), particles, aux_state, jnp.zeros((), jnp.int32))
+        return SAPState(params, optimizer.init(params), particles, aux_state, jnp.zeros((), jnp.int32), kernel_state)
+
+    def move(rng_key, state: SAPState, logdensity_fn):
+        """Advance the particles with the kernel (schedule) at the current parameters."""
+        params = state.params
+        built = kernel.get(params)
+        if isinstance(built, Persistent):
+            return _advance_persistent(built, rng_key, state.kernel_state, logdensity_fn, num_steps_per_update)
+        if alternate is None:
+            particles, info = advance(kernel, rng_key, state.particles, logdensity_fn, params, num_steps_per_update)
+            return particles, info, ()
+        key_extra, key_base = jax.random.split(rng_key)
+
+        def run_extra(particles):
+            return advance(extra_kernel, key_extra, particles, logdensity_fn, params, 1)
+
+        extra_shape = jax.eval_shape(lambda p: run_extra(p)[1], state.particles)
+        due = (state.step >= start) & ((state.step - start) % every == 0)
+        particles, extra_info = jax.lax.cond(
+            due,
+            run_extra,
+            lambda p: (p, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), extra_shape)),
+            state.particles,
+        )
+        particles, base_info = advance(kernel, key_base, particles, logdensity_fn, params, num_steps_per_update)
+        return particles, AlternateInfo(base_info, extra_info, due), ()
 
     def step(rng_key, state: SAPState, batch) -> tuple[SAPState, SAPInfo]:
         batch = check_batch(model, visible, batch)
         key_negative, key_positive = jax.random.split(rng_key)
         params = state.params
         logdensity_fn = model.logdensity_fn(jax.lax.stop_gradient(params))
-        particles, kernel_info = advance(kernel, key_negative, state.particles, logdensity_fn, params, num_steps_per_update)
+        particles, kernel_info, kernel_state = move(key_negative, state, logdensity_fn)
         positive_grad, aux_state = positive.update(key_positive, params, batch, state.aux_state)
         check_same_structure(params, positive_grad, "the positive phase's gradient")
         particle_energy, negative_grad = jax.value_and_grad(negative)(params, particles)
         ascent = jax.tree.map(jnp.add, positive_grad, negative_grad)
         new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
         info = SAPInfo(global_norm(ascent), particle_energy, kernel_info)
-        return SAPState(new_params, opt_state, particles, aux_state, state.step + 1), info
+        return SAPState(new_params, opt_state, particles, aux_state, state.step + 1, kernel_state), info
 
     return Learner(init, step, model, name, visible)
+
+
+def _advance_persistent(kernel: Persistent, rng_key, kernel_states, logdensity_fn, num_steps: int):
+    """Run a persistent kernel ``num_steps`` steps on every particle (vmapped)."""
+    num = jax.tree.leaves(kernel_states)[0].shape[0]
+
+    def one_chain(key, kernel_state):
+        def body(ks, key_step):
+            return kernel.step(key_step, ks, logdensity_fn)
+
+        kernel_state, infos = jax.lax.scan(body, kernel_state, jax.random.split(key, num_steps))
+        return kernel_state, jax.tree.map(lambda x: jnp.mean(jnp.asarray(x, jnp.float32), axis=0), infos)
+
+    kernel_states, infos = jax.vmap(one_chain)(jax.random.split(rng_key, num), kernel_states)
+    return jax.vmap(kernel.sample)(kernel_states), infos, kernel_states
 
 
 def pcd(
