@@ -106,6 +106,8 @@ State = dict[str, jax.Array]
 #: 2**24 float32 elements = 64 MiB per intermediate; a few intermediates live at once.
 _MEMORY_BUDGET = 2**24
 _INT32_LIMIT = 2**31 - 1
+#: Compiled functions kept per model (plans x static arguments such as ``num_samples``).
+_CACHE_SIZE = 32
 _AUTO = "auto"
 
 
@@ -561,6 +563,8 @@ def _cached(model: Any, key: tuple, build: Callable[[], Callable]) -> Callable:
     # so new parameters never recompile; only a new plan or static argument does.
     per_model = model.__dict__.setdefault("_exact_cache", {})
     if key not in per_model:
+        if len(per_model) >= _CACHE_SIZE:
+            per_model.pop(next(iter(per_model)))  # oldest first
         per_model[key] = build()
     return per_model[key]
 
@@ -844,7 +848,8 @@ def expectation(
     The full joint is enumerated (an arbitrary ``f`` does not factorise over the
     analytically summable variable); ``f`` is applied to one configuration and
     vmapped over each chunk.  For :math:`\mathbb{E}_p[-\nabla_\theta E]` on models too
-    large for that, use ``jax.grad`` of :func:`log_partition` instead.
+    large for that, use ``jax.grad`` of :func:`log_partition` instead.  Each call
+    compiles anew (``fn`` is part of the program).
 
     Parameters
     ----------
