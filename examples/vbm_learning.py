@@ -69,6 +69,17 @@ def project_couplings() -> optax.GradientTransformation:
     return optax.GradientTransformation(init, update)
 
 
+def random_theta(rng_key: jax.Array) -> dict:
+    """Every :math:`\\theta_{ij}` (i < j) and :math:`\\theta_i` i.i.d. :math:`\\mathcal N(0, 1)`, as ``{"W", "h"}``.
+
+    Drawn here rather than with ``model.init_params`` so that the experiment's data
+    depend only on ``jax.random`` (and ``ui.exact.sample``).
+    """
+    key_w, key_h = jax.random.split(rng_key)
+    upper = jnp.triu(jax.random.normal(key_w, (NUM_SPINS, NUM_SPINS)), k=1)
+    return {"W": upper + upper.T, "h": jax.random.normal(key_h, (NUM_SPINS,))}
+
+
 def optimizer(lr: float, decay_b: float) -> optax.GradientTransformation:
     return optax.chain(project_couplings(), optax.sgd(ui.learn.robbins_monro(lr * decay_b, decay_b)))
 
@@ -84,16 +95,33 @@ def make_learners(model, lr: float, decay_b: float, num_chains: int) -> dict:
 
 def run(args) -> dict:
     model = ising(NUM_SPINS)
-    scale = float(np.sqrt(NUM_SPINS - 1))  # init_params draws couplings N(0, scale^2 / (n - 1))
     key = jax.random.key(args.seed)
     key_true, key_data, key_inits, key_fit = jax.random.split(key, 4)
-    true_params = model.init_params(key_true, scale=scale, field_scale=1.0)
+    true_params = random_theta(key_true)
     sample = exact.sample(key_data, model, true_params, args.num_train + args.num_test)
     train = {"s": np.asarray(sample["s"][: args.num_train])}
     test = {"s": np.asarray(sample["s"][args.num_train :])}
     true_test_ll = float(exact.average_log_likelihood(model, true_params, test))
     true_train_ll = float(exact.average_log_likelihood(model, true_params, train))
-    inits = [model.init_params(k, scale=scale, field_scale=1.0) for k in jax.random.split(key_inits, args.num_inits)]
+    inits = [random_theta(k) for k in jax.random.split(key_inits, args.num_inits)]
+    mle_test_ll = mle_train_ll = None
+    if args.mle_steps:
+        # reference: the maximum-likelihood estimate itself (exact gradients, Adam, run
+        # to convergence from zero parameters); the curves can at best reach it
+        mle = fit(
+            ui.learn.exact_ml(model, optax.chain(project_couplings(), optax.adam(0.05))),
+            key_fit,
+            train,
+            params=jax.tree.map(jnp.zeros_like, true_params),
+            num_epochs=args.mle_steps,
+            batch_size=args.num_train,
+            eval_fn=None,
+            progress=False,
+        )
+        mle_test_ll = float(exact.average_log_likelihood(model, mle.params, test))
+        mle_train_ll = float(exact.average_log_likelihood(model, mle.params, train))
+        grad_norm = mle.history["steps"]["grad_norm"][-1]
+        print(f"MLE reference: test LL {mle_test_ll:.4f}, train LL {mle_train_ll:.4f} (final |grad| {grad_norm:.2e})")
     learners = make_learners(model, args.lr, args.decay_b, args.num_chains)
     if args.methods:
         unknown = sorted(set(args.methods) - set(learners))
@@ -163,6 +191,9 @@ def run(args) -> dict:
         },
         "true_params_test_ll": true_test_ll,
         "true_params_train_ll": true_train_ll,
+        "mle_test_ll": mle_test_ll,
+        "mle_train_ll": mle_train_ll,
+        "mle_steps": args.mle_steps,
         "table": table,
         "curves": curves,
     }
@@ -192,6 +223,8 @@ def plot(result: dict, path: str) -> None:
         axes[1].plot(np.median(wall, axis=0)[1:], med[1:], color=c, lw=2, label=name)
     for ax in axes:
         ax.axhline(result["true_params_test_ll"], color="k", ls=":", lw=1, label="true parameters")
+        if result.get("mle_test_ll") is not None:
+            ax.axhline(result["mle_test_ll"], color="k", ls="--", lw=1, label="MLE (converged)")
         ax.grid(alpha=0.3)
     cfg = result["config"]
     axes[0].set_xlabel("epoch (= full-batch update)" if cfg["batch_size"] == cfg["num_train"] else "epoch")
@@ -226,12 +259,20 @@ def main(argv=None) -> dict:
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--decay-b", type=float, default=1000.0, help="lr_t = lr * b / (b + t)")
     p.add_argument("--methods", nargs="*", default=None, help="subset of: 'SAP/PCD-1' CD-1 pseudo-likelihood 'exact ML'")
+    p.add_argument(
+        "--mle-steps",
+        type=int,
+        default=None,
+        help="Adam steps of the converged-MLE reference (default 1500, quick: 0 = off)",
+    )
     p.add_argument("--progress", default="auto", choices=["auto", "on", "off"])
     p.add_argument("--replot", action="store_true", help="only redraw the PNG from an existing JSON in --out")
     args = p.parse_args(argv)
     args.epochs = args.epochs or (100 if args.quick else 1000)
     args.num_inits = args.num_inits or (2 if args.quick else 10)
     args.eval_every = args.eval_every or max(1, args.epochs // 50)
+    if args.mle_steps is None:
+        args.mle_steps = 0 if args.quick else 1500
     args.progress = {"auto": "auto", "on": True, "off": False}[args.progress]
     os.makedirs(args.out, exist_ok=True)
     if args.replot:
@@ -247,6 +288,8 @@ def main(argv=None) -> dict:
         json.dump(result, f, indent=1)
     plot(result, os.path.join(args.out, "vbm_learning.png"))
     print(f"\ntrue parameters: test LL {result['true_params_test_ll']:.4f}")
+    if result["mle_test_ll"] is not None:
+        print(f"MLE:             test LL {result['mle_test_ll']:.4f}")
     print(f"{'method':18s} {'final test LL':>20s} {'train s':>8s}")
     for name, row in result["table"].items():
         print(
