@@ -4,9 +4,7 @@ Declare a model as an energy function, sample it with BlackJAX-style kernels, co
 exact answers on small models, and learn its parameters by stochastic approximation.
 """
 
-from ugm_infer import exact
-from ugm_infer import kernels
-from ugm_infer import learn
+from ugm_infer import exact, kernels, learn, smc
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 from ugm_infer.fit import FitResult, fit
 from ugm_infer.model import EnergyModel
@@ -27,4 +25,5 @@ __all__ = [
     "kernels",
     "learn",
     "sample",
+    "smc",
 ]
