@@ -21,11 +21,10 @@ import numpy as np
 from ugm_infer.domains import Categorical, Domain
 from ugm_infer.structure import (
     Block,
+    analyze_energy,
     blocks_from_colors,
-    check_multilinear,
-    greedy_coloring,
+    color_graph,
     make_layout,
-    probe_interactions,
 )
 
 __all__ = ["EnergyModel"]
@@ -258,22 +257,24 @@ class EnergyModel:
             return self
         self.validate_params(params)
         key = jax.random.key(0) if rng_key is None else rng_key
-        key_ml, key_graph = jax.random.split(key)
-        if self._multilinear is None:
-            self._multilinear = check_multilinear(key_ml, self.energy_fn, params, self.variables)
+        report = analyze_energy(
+            key, self.energy_fn, params, self.variables, multilinear=self._multilinear, need_edges=self._blocks is None
+        )
+        self._multilinear = report.multilinear
         if self._blocks is None:
-            self._edges = probe_interactions(key_graph, self.energy_fn, params, self.variables, self._multilinear)
-            colors = greedy_coloring(self.num_sites, self._edges)
+            self._edges = report.edges
+            colors = color_graph(self.num_sites, self._edges)
             self._blocks = blocks_from_colors(colors, self.layout, self.variables)
         return self
 
     def interaction_edges(self, params: Any) -> np.ndarray:
-        """Probed interaction graph as an ``(m, 2)`` array of global site pairs."""
+        """Probed interaction graph as an ``(m, 2)`` array of global site pairs (``i < j``)."""
         if self._edges is None:
-            ml = self._multilinear
-            if ml is None:
-                ml = check_multilinear(jax.random.key(1), self.energy_fn, params, self.variables)
-            self._edges = probe_interactions(jax.random.key(2), self.energy_fn, params, self.variables, ml)
+            self.validate_params(params)
+            report = analyze_energy(jax.random.key(0), self.energy_fn, params, self.variables, multilinear=self._multilinear)
+            self._edges = report.edges
+            if self._multilinear is None:
+                self._multilinear = report.multilinear
         return self._edges
 
     def non_interacting_variables(self, params: Any | None = None) -> list[str]:
