@@ -16,6 +16,11 @@ contract, and :func:`ugm_infer.fit` for the training loop).
 :func:`trans_sap`          SAP with Gibbs plus a tempered-transitions run every 200
                            updates (Salakhutdinov 2009)
 :func:`pt_sap`             SAP with parallel-tempering particles (Desjardins et al. 2010)
+:func:`mcmc_mle`           MCMC-MLE (Geyer & Thompson 1992; Asuncion et al. 2010, Alg. 1)
+:func:`pf_mcmc_mle`        particle-filtered MCMC-MLE (Asuncion et al. 2010, Alg. 2; PCD
+                           as Alg. 3 with ``unit_weights=True``)
+:func:`psmc`               persistent SMC: ESS-adaptive bridges between successive models
+:func:`smc_learner`        standard SMC: tempered SMC from uniform at every update
 =========================  ============================================================
 
 Schedules (:func:`robbins_monro`, :func:`constant_then_robbins_monro`) and
@@ -27,6 +32,8 @@ positive phases (the data term with latent variables) in
 from ugm_infer.learn.base import Learner
 from ugm_infer.learn.cd import CDInfo, CDState, cd
 from ugm_infer.learn.exact_ml import ExactMLInfo, ExactMLState, exact_average_log_likelihood, exact_ml
+from ugm_infer.learn.mcmc_mle import MCMCMLEInfo, MCMCMLEState, mcmc_mle
+from ugm_infer.learn.pf_mcmc_mle import PFInfo, PFState, pf_mcmc_mle
 from ugm_infer.learn.phases import PositivePhase, free_energy_positive_phase, mc_positive_phase
 from ugm_infer.learn.pseudo_likelihood import (
     PseudoLikelihoodInfo,
@@ -34,6 +41,7 @@ from ugm_infer.learn.pseudo_likelihood import (
     pseudo_likelihood,
     pseudo_log_likelihood,
 )
+from ugm_infer.learn.psmc import PSMCInfo, PSMCState, SMCLearnerInfo, SMCLearnerState, psmc, smc_learner
 from ugm_infer.learn.sap import AlternateInfo, SAPInfo, SAPState, pcd, sap
 from ugm_infer.learn.schedules import constant_then_robbins_monro, robbins_monro, sgd
 from ugm_infer.learn.tempered import (
@@ -47,6 +55,18 @@ from ugm_infer.learn.tempered import (
 )
 
 __all__ = [
+    "MCMCMLEInfo",
+    "MCMCMLEState",
+    "mcmc_mle",
+    "PFInfo",
+    "PFState",
+    "pf_mcmc_mle",
+    "PSMCInfo",
+    "PSMCState",
+    "SMCLearnerInfo",
+    "SMCLearnerState",
+    "psmc",
+    "smc_learner",
     "Alternate",
     "AlternateInfo",
     "Builder",
