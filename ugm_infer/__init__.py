@@ -4,7 +4,7 @@ Declare a model as an energy function, sample it with BlackJAX-style kernels, co
 exact answers on small models, and learn its parameters by stochastic approximation.
 """
 
-from ugm_infer import exact, kernels, learn, smc
+from ugm_infer import exact, kernels, learn, models, smc
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 from ugm_infer.fit import FitResult, fit
 from ugm_infer.model import EnergyModel
@@ -24,6 +24,7 @@ __all__ = [
     "fit",
     "kernels",
     "learn",
+    "models",
     "sample",
     "smc",
 ]
