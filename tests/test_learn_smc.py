@@ -9,7 +9,7 @@ whose gradient uses a frozen importance-weighted particle set of effective size 
 ``d = 55`` parameters (2000 particles: ~0.014 nats); the tolerance is 0.05 for
 MCMC-MLE and 0.02 for PF-MCMC-MLE (ESS threshold 0.99: it resamples and rejuvenates
 often, so its particle set keeps changing) and PSMC (particles move at every update,
-as in PCD).  Measured (seeds as below): MCMC-MLE 0.009, PF-MCMC-MLE 0.006, PSMC 0.002
+as in PCD).  Measured (seeds as below): MCMC-MLE 0.013, PF-MCMC-MLE 0.006, PSMC 0.003
 (0.28 when the re-initialised particles were naively counted as draws from the
 current model, see :mod:`ugm_infer.learn.psmc`).  Every run is one
 jitted ``lax.scan`` with fixed seeds.
