@@ -56,7 +56,8 @@ def _demo(args) -> int:
         num_epochs=args.epochs,
         batch_size=100,
         eval_every=max(1, args.epochs // 10),
-        eval_fn=lambda p: {"test_log_likelihood": float(ui.exact.average_log_likelihood(model, p, {"v": test}))},
+        eval_fn="auto",
+        eval_data={"v": test},
         progress="auto",
     )
     after = exact_ll(result.params)
@@ -64,7 +65,7 @@ def _demo(args) -> int:
     print(f"  exact average log-likelihood after:  train {after['train']:.2f}  test {after['test']:.2f} nats")
     print(f"  {args.epochs} epochs in {elapsed:.1f} s")
 
-    history = result.history
+    evaluations = result.history["evaluations"]
     metrics = {
         "model": f"rbm {train.shape[1]}x{args.hidden}",
         "learner": "pcd-1, 100 persistent chains, sgd",
@@ -75,8 +76,9 @@ def _demo(args) -> int:
         "before": before,
         "after": after,
         "seconds": elapsed,
-        "eval_epochs": [float(x) for x in history.get("eval_epoch", [])],
-        "eval_test_log_likelihood": [float(x) for x in history.get("test_log_likelihood", [])],
+        "eval_epochs": [float(x) for x in evaluations["epoch"]],
+        "eval_train_log_likelihood": [float(x) for x in evaluations["train_log_likelihood"]],
+        "eval_test_log_likelihood": [float(x) for x in evaluations["eval_log_likelihood"]],
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
 
@@ -86,10 +88,10 @@ def _demo(args) -> int:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    axes[0].plot(metrics["eval_epochs"], metrics["eval_test_log_likelihood"], "o-")
-    axes[0].axhline(before["test"], color="grey", ls="--", label="before training")
+    axes[0].plot(metrics["eval_epochs"], metrics["eval_train_log_likelihood"], "o-", label="train")
+    axes[0].plot(metrics["eval_epochs"], metrics["eval_test_log_likelihood"], "s-", label="test")
     axes[0].set_xlabel("epoch")
-    axes[0].set_ylabel("exact test log-likelihood (nats)")
+    axes[0].set_ylabel("exact average log-likelihood (nats)")
     axes[0].legend()
     chains = np.asarray(result.state.particles["v"])[:16].reshape(4, 4, 14, 14)
     axes[1].imshow(np.block([[c for c in row] for row in chains]), cmap="gray_r")

@@ -49,6 +49,7 @@ from ugm_infer.models._common import (
     compute_dtype,
     random_params,
     spin_or_binary,
+    symmetric_offdiagonal,
 )
 
 __all__ = ["Ising", "ising", "boltzmann_machine"]
@@ -151,9 +152,10 @@ class Ising(EnergyModel):
 
 
 def _dense_energy(params, state):
-    W, h = params["W"], params["h"]
+    W, h = symmetric_offdiagonal(params["W"]), params["h"]
     s = state["s"].astype(compute_dtype(W))
-    # dE/ds = -(W + W^T) s / 2 - h: one matrix-vector product (a matmul under vmap)
+    # dE/ds = -W s - h: one matrix-vector product (a matmul under vmap); W is used
+    # symmetrised with a zero diagonal so that learning keeps it so (exact gradients)
     return -0.5 * jnp.dot(s, jnp.dot(W, s)) - jnp.dot(h, s)
 
 

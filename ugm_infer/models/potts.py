@@ -54,6 +54,7 @@ from ugm_infer.models._common import (
     colour_blocks,
     compute_dtype,
     random_params,
+    symmetric_offdiagonal,
 )
 from ugm_infer.models.lattice import _check_lattice, lattice_colors, lattice_edges
 
@@ -162,7 +163,7 @@ class Potts(EnergyModel):
 
 def _dense_energy(n: int, q: int):
     def energy(params, state):
-        J, h = params["J"], params["h"]
+        J, h = symmetric_offdiagonal(params["J"], (1, 0, 3, 2)), params["h"]  # learning keeps J valid
         onehot = jax.nn.one_hot(state["x"].astype(jnp.int32), q, dtype=compute_dtype(J))  # (n, q)
         flat = onehot.reshape(n * q)
         pair = jnp.dot(flat, jnp.dot(J.transpose(0, 2, 1, 3).reshape(n * q, n * q), flat))

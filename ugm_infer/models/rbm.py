@@ -60,6 +60,7 @@ from ugm_infer.models._common import (
     colour_blocks,
     compute_dtype,
     random_params,
+    symmetric_offdiagonal,
 )
 
 __all__ = ["RBM", "SemiRBM", "rbm", "semi_rbm"]
@@ -90,7 +91,7 @@ def _hidden_free_energy(params, h):
 
 
 def _lateral_dense(params, v):
-    L = params["L"]
+    L = symmetric_offdiagonal(params["L"])  # learning keeps L symmetric with a zero diagonal
     return 0.5 * jnp.sum(v * (v @ L), axis=-1)
 
 
@@ -113,7 +114,11 @@ class RBM(EnergyModel):
     ----------
     num_visible, num_hidden
         Layer sizes.
+    visible
+        ``("v",)``: the variables data provide (learners read it).
     """
+
+    visible = ("v",)
 
     def __init__(self, num_visible: int, num_hidden: int, *, dtype: Any = jnp.float32, **kwargs: Any):
         nv = check_int(num_visible, "num_visible")
