@@ -26,12 +26,22 @@ def _values(domain: Domain) -> jax.Array:
 
 
 def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
-    """Heat-bath update of a block from one gradient (multilinear binary/spin energies).
+    """Heat-bath update of a block from one gradient (binary/spin energies, ``model.multilinear``).
 
-    For an energy affine in site ``i``, ``log p(x_i = 1 | rest) - log p(x_i = 0 | rest)
-    = d logp / d x_i`` for binary sites, and ``2 d logp / d x_i`` between ``+1`` and
-    ``-1`` for spins.  Sites of a block do not interact, so one gradient gives all of
-    their conditionals at once.
+    For an energy of degree at most two in site ``i`` (affine, as every pairwise or
+    bilinear energy is, or with a diagonal term ``x_i^2``), the log-odds of the two
+    values of the site given the rest are exactly the derivative of ``logp`` at the
+    *midpoint* of the two values times their difference:
+
+    .. math::  \\log p(x_i = b \\mid x_{-i}) - \\log p(x_i = a \\mid x_{-i})
+               = (b - a)\\, \\partial_i \\log p(x)\\big|_{x_i = (a + b)/2},
+
+    i.e. ``d logp / d x_i`` at ``x_i = 1/2`` for binary sites and ``2 d logp / d x_i``
+    at ``s_i = 0`` for spins.  Sites of a block do not interact (the mixed second
+    derivatives vanish), so setting all of them to their midpoints at once gives all
+    of their conditionals from one gradient.  Using the midpoint rather than the
+    current value keeps the update exact when parameters change after the structure
+    was probed (e.g. a learned Boltzmann-machine ``W`` acquiring a diagonal).
     """
     names = tuple(block.indices)
     full = {n: len(block.indices[n]) == variables[n].size for n in names}
@@ -39,20 +49,25 @@ def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
     for n in names:
         if not isinstance(variables[n], (Binary, Spin)):
             raise TypeError(f"gradient updates need Binary/Spin variables; '{n}' is {variables[n]!r}")
+    midpoints = {n: 0.5 if isinstance(variables[n], Binary) else 0.0 for n in names}
 
     def update(rng_key, position, logdensity_fn):
-        relaxed = {n: position[n].astype(jnp.float32) for n in names}
+        relaxed = {}
+        for n in names:
+            current = position[n].astype(jnp.float32)
+            mid = jnp.full(current.shape, midpoints[n], jnp.float32)
+            relaxed[n] = mid if full[n] else jnp.where(masks[n], mid, current)
         grads = jax.grad(lambda r: logdensity_fn({**position, **r}))(relaxed)
         keys = jax.random.split(rng_key, len(names))
         new_position = dict(position)
         for key, n in zip(keys, names):
-            domain = variables[n]
-            logit = grads[n] if isinstance(domain, Binary) else 2.0 * grads[n]
+            dtype = position[n].dtype
+            logit = grads[n] if isinstance(variables[n], Binary) else 2.0 * grads[n]
             up = jax.random.uniform(key, logit.shape, logit.dtype) < jax.nn.sigmoid(logit)
-            if isinstance(domain, Binary):
-                new = up.astype(domain.dtype)
+            if isinstance(variables[n], Binary):
+                new = up.astype(dtype)
             else:
-                new = jnp.where(up, 1, -1).astype(domain.dtype)
+                new = jnp.where(up, 1, -1).astype(dtype)
             new_position[n] = new if full[n] else jnp.where(masks[n], new, position[n])
         return new_position
 
