@@ -111,6 +111,80 @@ def enumeration_block_update(block: Block, variables: dict[str, Domain], batch_s
     return update
 
 
+def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradient: bool, batch_size: int = 64):
+    """One pass over *all* blocks as a single ``lax.scan`` (compiled once for any number of blocks).
+
+    Used instead of unrolled per-block updates when a model has many blocks (dense
+    models: one block per site), where unrolling would make compilation time grow with
+    the number of blocks.  ``gradient=True`` gives the update of
+    :func:`gradient_block_update` with the block's masks stacked along the scan axis;
+    ``gradient=False`` that of :func:`enumeration_block_update`, with each block's flat
+    indices padded to a common length by an out-of-range index whose write is dropped.
+
+    Returns ``sweep(rng_key, position, logdensity_fn, reverse=False) -> position``.
+    """
+    names = tuple(variables)
+    num_blocks = len(blocks)
+    if gradient:
+        for n in names:
+            if not isinstance(variables[n], (Binary, Spin)):
+                raise TypeError(f"gradient updates need Binary/Spin variables; '{n}' is {variables[n]!r}")
+        scanned = {
+            n: jnp.asarray(np.stack([b.masks.get(n, np.zeros(variables[n].shape, bool)) for b in blocks])) for n in names
+        }
+        midpoints = {n: 0.5 if isinstance(variables[n], Binary) else 0.0 for n in names}
+    else:
+        names = tuple(n for n in names if any(n in b.indices for b in blocks))
+        width = {n: max(len(b.indices.get(n, ())) for b in blocks) for n in names}
+        scanned = {}
+        for n in names:
+            table = np.full((num_blocks, width[n]), variables[n].size, dtype=np.int32)  # size = "no site"
+            for k, b in enumerate(blocks):
+                idx = b.indices.get(n, np.zeros(0, np.int32))
+                table[k, : len(idx)] = idx
+            scanned[n] = jnp.asarray(table)
+
+    def body_gradient(logdensity_fn, position, inputs):
+        key, masks = inputs
+        relaxed = {n: jnp.where(masks[n], jnp.float32(midpoints[n]), position[n].astype(jnp.float32)) for n in names}
+        grads = jax.grad(lambda r: logdensity_fn({**position, **r}))(relaxed)
+        new_position = dict(position)
+        for k, n in zip(jax.random.split(key, len(names)), names):
+            dtype = position[n].dtype
+            logit = grads[n] if isinstance(variables[n], Binary) else 2.0 * grads[n]
+            up = jax.random.uniform(k, logit.shape, logit.dtype) < jax.nn.sigmoid(logit)
+            new = up.astype(dtype) if isinstance(variables[n], Binary) else jnp.where(up, 1, -1).astype(dtype)
+            new_position[n] = jnp.where(masks[n], new, position[n])
+        return new_position, None
+
+    def body_enumeration(logdensity_fn, position, inputs):
+        key, indices = inputs
+        new_position = dict(position)
+        for k, n in zip(jax.random.split(key, len(names)), names):
+            domain = variables[n]
+            idx = indices[n]
+            safe = jnp.minimum(idx, domain.size - 1)
+            logits = jax.lax.map(
+                lambda i, n=n, domain=domain: _site_logits(position, n, domain, i, logdensity_fn),
+                safe,
+                batch_size=min(batch_size, width[n]),
+            )
+            choice = jax.random.categorical(k, logits - jnp.max(logits, axis=1, keepdims=True))
+            flat = new_position[n].reshape(-1)
+            flat = flat.at[idx].set(_values(domain)[choice].astype(flat.dtype), mode="drop")
+            new_position[n] = flat.reshape(domain.shape)
+        return new_position, None
+
+    body = body_gradient if gradient else body_enumeration
+
+    def sweep(rng_key, position, logdensity_fn, reverse: bool = False):
+        inputs = (jax.random.split(rng_key, num_blocks), scanned)
+        position, _ = jax.lax.scan(lambda p, x: body(logdensity_fn, p, x), position, inputs, reverse=reverse)
+        return position
+
+    return sweep
+
+
 def site_sequence(variables: dict[str, Domain], reverse: bool = False) -> list[tuple[str, np.ndarray]]:
     """(variable, flat indices) runs of the systematic scan order."""
     runs = [(n, np.arange(d.size, dtype=np.int32)) for n, d in variables.items()]

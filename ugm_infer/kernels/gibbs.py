@@ -45,6 +45,9 @@ from ugm_infer.kernels._common import resolve_logdensity, resolve_structure, val
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api"]
 
 SCANS = ("block", "systematic", "random")
+# above this many blocks a sweep is one lax.scan over stacked blocks instead of unrolled
+# updates, so compilation time does not grow with the number of blocks (dense models)
+MAX_UNROLLED_BLOCKS = 4
 
 
 class GibbsState(NamedTuple):
@@ -85,6 +88,13 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
     variables = model.variables
     if scan == "block":
         model = resolve_structure(model, params)
+        if len(model.blocks) > MAX_UNROLLED_BLOCKS:
+            stacked = _updates.stacked_block_sweep(model.blocks, variables, gradient=model.multilinear)
+
+            def sweep(rng_key, position, logdensity_fn):
+                return stacked(rng_key, position, logdensity_fn, reverse=reverse)
+
+            return sweep
         make = _updates.gradient_block_update if model.multilinear else _updates.enumeration_block_update
         updates = [make(block, variables) for block in model.blocks]
         if reverse:

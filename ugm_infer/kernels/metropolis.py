@@ -82,8 +82,11 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
         else:
             sweep = _updates.random_scan(variables, site_fn, num_updates=model.num_sites)
         carry = (state.position, state.logdensity, jnp.zeros((), jnp.int32))
-        for key in jax.random.split(rng_key, num_sweeps):
-            carry = sweep(key, carry)
+        keys = jax.random.split(rng_key, num_sweeps)
+        if num_sweeps == 1:
+            carry = sweep(keys[0], carry)
+        else:
+            carry, _ = jax.lax.scan(lambda c, k: (sweep(k, c), None), carry, keys)
         position, logdensity, accepted = carry
         info = MetropolisInfo(accepted / num_proposals, accepted)
         return MetropolisState(position, logdensity), info
