@@ -74,13 +74,23 @@ def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
     return update
 
 
+def set_site(flat: jax.Array, flat_index: jax.Array, value: jax.Array) -> jax.Array:
+    """``flat`` with entry ``flat_index`` replaced by ``value``, written as a masked select.
+
+    Under ``vmap`` over chains with a per-chain (random) index, ``flat.at[i].set`` becomes
+    a scatter, which XLA executes element by element on CPU; the select is vectorised.
+    It costs O(size), no more than the energy evaluation that follows every site update.
+    """
+    return jnp.where(jnp.arange(flat.shape[0]) == flat_index, jnp.asarray(value, flat.dtype), flat)
+
+
 def _site_logits(position, name, domain, flat_index, logdensity_fn):
     """log-density at every value of one site (the rest fixed): shape (K,)."""
     flat = position[name].reshape(-1)
     values = _values(domain)
 
     def at(value):
-        return logdensity_fn({**position, name: flat.at[flat_index].set(value).reshape(domain.shape)})
+        return logdensity_fn({**position, name: set_site(flat, flat_index, value).reshape(domain.shape)})
 
     return jax.vmap(at)(values)
 
@@ -198,7 +208,7 @@ def heat_bath_site(rng_key, position, name, domain, flat_index, logdensity_fn):
     logits = _site_logits(position, name, domain, flat_index, logdensity_fn)
     choice = jax.random.categorical(rng_key, logits - jnp.max(logits))
     flat = position[name].reshape(-1)
-    return {**position, name: flat.at[flat_index].set(_values(domain)[choice]).reshape(domain.shape)}
+    return {**position, name: set_site(flat, flat_index, _values(domain)[choice]).reshape(domain.shape)}
 
 
 def systematic_scan(variables: dict[str, Domain], site_fn, reverse: bool = False):

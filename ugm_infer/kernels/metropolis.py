@@ -70,7 +70,7 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
             current = domain.to_index(flat[i])
             shift = jax.random.randint(key_value, (), 1, domain.num_states)
             value = domain.from_index((current + shift) % domain.num_states)
-            proposal = {**position, name: flat.at[i].set(value).reshape(domain.shape)}
+            proposal = {**position, name: _updates.set_site(flat, i, value).reshape(domain.shape)}
             proposal_logdensity = jnp.asarray(logdensity_fn(proposal), jnp.float32)
             log_ratio = proposal_logdensity - logdensity
             accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
