@@ -30,12 +30,13 @@ __all__ = ["Domain", "Binary", "Spin", "Categorical"]
 
 
 def _as_shape(shape: Any, argname: str = "shape") -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
-    try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError as err:
-        raise TypeError(f"`{argname}` must be an int or a tuple of ints, got {shape!r}") from err
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (tuple, list)):
+        raise TypeError(f"`{argname}` must be an int or a tuple of ints, got {shape!r}")
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
+        raise TypeError(f"`{argname}` must be an int or a tuple of ints, got {shape!r}")
+    shape = tuple(int(s) for s in shape)
     if any(s < 1 for s in shape):
         raise ValueError(f"`{argname}` must have positive entries, got {shape}")
     return shape
@@ -50,7 +51,16 @@ class Domain:
 
     def __init__(self, shape: Any = (), dtype: Any = jnp.float32):
         self.shape = _as_shape(shape)
-        self.dtype = jnp.dtype(dtype)
+        try:
+            self.dtype = jnp.dtype(dtype)
+        except TypeError as err:
+            raise TypeError(f"`dtype` must be a numeric dtype (e.g. jnp.float32, jnp.int8), got {dtype!r}") from err
+        if not (jnp.issubdtype(self.dtype, jnp.integer) or jnp.issubdtype(self.dtype, jnp.floating)):
+            if not (self.dtype == jnp.bool_ and self._bool_ok()):
+                raise TypeError(f"`dtype` {self.dtype.name} cannot hold the values of {type(self).__name__}")
+
+    def _bool_ok(self) -> bool:
+        return False
 
     # -- values -----------------------------------------------------------------
     @property
@@ -109,6 +119,9 @@ class Binary(Domain):
 
     num_states = 2
 
+    def _bool_ok(self) -> bool:
+        return True
+
     @property
     def values(self) -> np.ndarray:
         return np.array([0.0, 1.0])
@@ -129,6 +142,11 @@ class Spin(Domain):
     """
 
     num_states = 2
+
+    def __init__(self, shape: Any = (), dtype: Any = jnp.float32):
+        super().__init__(shape, dtype)
+        if jnp.issubdtype(self.dtype, jnp.unsignedinteger):
+            raise ValueError(f"`dtype` {self.dtype.name} is unsigned and cannot hold the spin value -1")
 
     @property
     def values(self) -> np.ndarray:
@@ -159,10 +177,13 @@ class Categorical(Domain):
             raise TypeError(f"`num_states` must be an int, got {type(num_states).__name__}")
         if num_states < 2:
             raise ValueError(f"`num_states` must be >= 2, got {num_states}")
-        super().__init__(shape, dtype)
         self.num_states = int(num_states)
+        super().__init__(shape, dtype)
         if jnp.issubdtype(self.dtype, jnp.integer) and jnp.iinfo(self.dtype).max < self.num_states - 1:
-            raise ValueError(f"dtype {self.dtype.name} cannot hold {self.num_states} states")
+            raise ValueError(f"`dtype` {self.dtype.name} cannot hold {self.num_states} states")
+
+    def _bool_ok(self) -> bool:
+        return self.num_states == 2
 
     @property
     def values(self) -> np.ndarray:

@@ -108,10 +108,18 @@ class EnergyModel:
         self.energy_fn = energy_fn
         self.variables: dict[str, Domain] = dict(variables)
         self.layout = make_layout(self.variables)
+        if free_energy_fns is not None and not isinstance(free_energy_fns, Mapping):
+            raise TypeError(f"`free_energy_fns` must be a dict {{name: fn}}, got {type(free_energy_fns).__name__}")
         self.free_energy_fns = dict(free_energy_fns or {})
-        for n in self.free_energy_fns:
+        for n, fn in self.free_energy_fns.items():
             if n not in self.variables:
                 raise ValueError(f"`free_energy_fns` names unknown variable '{n}'; known: {list(self.variables)}")
+            if not callable(fn):
+                raise TypeError(f"`free_energy_fns['{n}']` must be callable, got {type(fn).__name__}")
+        if validate_params is not None and not callable(validate_params):
+            raise TypeError(f"`validate_params` must be callable or None, got {type(validate_params).__name__}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"`name` must be a string, got {type(name).__name__}")
         self._validate_params_fn = validate_params
         self.name = name or getattr(energy_fn, "__name__", "EnergyModel")
         if multilinear and any(isinstance(d, Categorical) for d in self.variables.values()):
@@ -134,7 +142,18 @@ class EnergyModel:
         return jax.vmap(lambda s: self.energy(params, s))(states)
 
     def logdensity_fn(self, params: Any, beta: Any = 1.0) -> Callable[[State], jax.Array]:
-        """Unnormalised log-density ``x -> -beta * E(params, x)`` of one configuration."""
+        """Unnormalised log-density ``x -> -beta * E(params, x)`` of one configuration.
+
+        ``beta`` may be traced (tempering inside ``jit``); a concrete ``beta`` must be
+        finite.
+        """
+        if not isinstance(beta, jax.core.Tracer):
+            try:
+                finite = bool(np.all(np.isfinite(np.asarray(beta, dtype=np.float64))))
+            except (TypeError, ValueError) as err:
+                raise TypeError(f"`beta` must be a number or an array, got {type(beta).__name__}") from err
+            if not finite:
+                raise ValueError(f"`beta` must be finite, got {beta!r}")
         return lambda state: -beta * self.energy(params, state)
 
     # ------------------------------------------------------------------------------
@@ -152,7 +171,9 @@ class EnergyModel:
 
     def random_state(self, rng_key: jax.Array, num_chains: int | None = None) -> State:
         """Uniformly random state(s); with ``num_chains`` a leading chain axis is added."""
-        if num_chains is not None and (not isinstance(num_chains, (int, np.integer)) or num_chains < 1):
+        if num_chains is not None and (
+            isinstance(num_chains, bool) or not isinstance(num_chains, (int, np.integer)) or num_chains < 1
+        ):
             raise ValueError(f"`num_chains` must be a positive int or None, got {num_chains!r}")
         batch = () if num_chains is None else (int(num_chains),)
         keys = jax.random.split(rng_key, len(self.variables))
@@ -209,9 +230,13 @@ class EnergyModel:
         """Check that every float leaf of ``params`` is finite (and the model's own checks)."""
         leaves = jax.tree.leaves(params)
         for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+            if isinstance(leaf, jax.core.Tracer):
+                continue  # traced params cannot be checked on the host
             arr = np.asarray(leaf)
-            if arr.dtype == object:
-                raise TypeError(f"`{argname}` leaf {jax.tree_util.keystr(path)} is not an array")
+            if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+                raise TypeError(
+                    f"`{argname}` leaf {jax.tree_util.keystr(path)} is not a numeric array (got dtype {arr.dtype})"
+                )
             if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
                 raise ValueError(f"`{argname}` leaf {jax.tree_util.keystr(path)} contains NaN or inf")
         del leaves

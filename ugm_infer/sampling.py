@@ -37,6 +37,16 @@ class SampleResult(NamedTuple):
     final_state: Any
 
 
+def _check_key(rng_key):
+    """A typed key (``jax.random.key``) or a raw ``uint32`` key (``jax.random.PRNGKey``)."""
+    dtype = getattr(rng_key, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key) and jnp.ndim(rng_key) == 0:
+        return
+    if dtype == jnp.uint32 and jnp.ndim(rng_key) == 1:
+        return
+    raise TypeError(f"`rng_key` must be one PRNG key (jax.random.key(seed)), got {rng_key!r}")
+
+
 def _check_int(value, name, minimum):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"`{name}` must be an int >= {minimum}, got {value!r}")
@@ -81,12 +91,24 @@ def sample(
     _check_int(thin, "thin", 1)
     if not isinstance(algorithm, SamplingAlgorithm):
         raise TypeError(f"`algorithm` must be a blackjax SamplingAlgorithm, got {type(algorithm).__name__}")
+    _check_key(rng_key)
+    if trace_fn is not None and not callable(trace_fn):
+        raise TypeError(f"`trace_fn` must be callable or None, got {type(trace_fn).__name__}")
+    if not isinstance(keep_states, (bool, np.bool_)):
+        raise TypeError(f"`keep_states` must be True or False, got {keep_states!r}")
     if model is not None:
         initial_position = model.validate_state(initial_position, batch_ndim=1, argname="initial_position")
+        if params is not None:
+            model.validate_params(params)
     leaves = jax.tree.leaves(initial_position)
     if not leaves:
         raise ValueError("`initial_position` is empty")
-    num_chains = leaves[0].shape[0]
+    if any(jnp.ndim(x) == 0 for x in leaves) or len({jnp.shape(x)[0] for x in leaves}) != 1:
+        raise ValueError(
+            "`initial_position` needs a leading chain axis of the same length on every variable, got shapes "
+            f"{jax.tree.map(jnp.shape, initial_position)}"
+        )
+    num_chains = jnp.shape(leaves[0])[0]
     trace = trace_fn or (lambda state, info: info)
     energy = (lambda pos: model.energy(params, pos)) if (model is not None and params is not None) else None
 

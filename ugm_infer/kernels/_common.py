@@ -13,6 +13,14 @@ def is_concrete(tree) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
 
 
+def check_model(model) -> None:
+    """Kernels are built for an :class:`~ugm_infer.EnergyModel` (or a subclass)."""
+    from ugm_infer.model import EnergyModel
+
+    if not isinstance(model, EnergyModel):
+        raise TypeError(f"`model` must be a ui.EnergyModel, got {type(model).__name__}")
+
+
 def resolve_structure(model, params: Any):
     """The model with blocks/multilinearity resolved, probing at ``params`` if needed."""
     if model.has_structure:
@@ -27,6 +35,7 @@ def resolve_structure(model, params: Any):
 
 def resolve_logdensity(model, params: Any, logdensity_fn: Callable | None, beta: Any = 1.0) -> Callable:
     """Exactly one of ``params`` / ``logdensity_fn`` defines the target."""
+    check_model(model)
     if (params is None) == (logdensity_fn is None):
         raise ValueError("pass exactly one of `params` (target exp(-beta E(params, x))) or `logdensity_fn`")
     if logdensity_fn is not None:

@@ -40,7 +40,7 @@ import numpy as np
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import _updates
-from ugm_infer.kernels._common import resolve_logdensity, resolve_structure, validate_position
+from ugm_infer.kernels._common import check_model, resolve_logdensity, resolve_structure, validate_position
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -83,6 +83,7 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
     ``reverse=True`` applies the same updates in the opposite order (the reverse
     operator tempered transitions need).
     """
+    check_model(model)
     if scan not in SCANS:
         raise ValueError(f"`scan` must be one of {SCANS}, got {scan!r}")
     variables = model.variables

@@ -28,7 +28,7 @@ import numpy as np
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import _updates
-from ugm_infer.kernels._common import resolve_logdensity, validate_position
+from ugm_infer.kernels._common import check_model, resolve_logdensity, validate_position
 
 __all__ = ["MetropolisState", "MetropolisInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -55,6 +55,7 @@ def init(position: dict, logdensity_fn: Callable) -> MetropolisState:
 
 def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
     """Build a single-site Metropolis kernel ``kernel(rng_key, state, logdensity_fn)``."""
+    check_model(model)
     if scan not in SCANS:
         raise ValueError(f"`scan` must be one of {SCANS}, got {scan!r}")
     if isinstance(num_sweeps, bool) or not isinstance(num_sweeps, (int, np.integer)) or num_sweeps < 1:
