@@ -361,11 +361,12 @@ def ais(
         Number of betas (both ends included) and shape of the schedule
         (:func:`ais_schedule`: ``"linear"`` (default), ``"sm08"``, ``"sigmoid"``).
         ``num_betas=14501`` with ``"sm08"`` is Salakhutdinov & Murray's schedule.
-        Linear is the default because it gave the smallest log-weight spread at equal
-        cost on the small models measured (16-spin dense Ising, 4x4 lattice at
-        J = 0.44, RBM 20x8 with a uniform base: sd(log w) 0.18-0.30 vs 0.48-0.54 for
-        ``"sm08"`` at 300 betas); for trained RBMs with a base-rate base ``"sm08"`` is
-        better (see :func:`ais_log_likelihood`, whose default it is).
+        Linear is the default: on the small models measured (16-spin dense Ising,
+        4x4 lattice at J = 0.44, RBM 20x8 with a uniform base) it gave the smallest
+        log-weight spread at equal cost (sd(log w) 0.18-0.30 against 0.48-0.54 for
+        ``"sm08"`` at 300 betas), and on a PCD-trained 784x20 MNIST RBM with a
+        base-rate base the two were within noise of each other from 1,000 betas up
+        (``docs/results/rbm_ais.md``), while the scaled SM08 shape failed badly at 300.
     base
         ``"uniform"``, ``"data"`` (Laplace-smoothed site marginals of ``data``: the
         base-rate model of SM08) or ``{name: logits of shape domain.shape + (K,)}``;
@@ -506,7 +507,6 @@ def ais_log_likelihood(
     *,
     base: Any = "data",
     base_data: Mapping[str, Any] | None = None,
-    schedule: str = "sm08",
     batch_size: int = 4096,
     **ais_kwargs: Any,
 ) -> LogLikelihoodResult:
@@ -534,16 +534,11 @@ def ais_log_likelihood(
     base_data
         Examples the base rates are fitted to (default ``data``; pass the training set
         to follow SM08).
-    schedule
-        Shape of the beta schedule (:func:`ais_schedule`); default ``"sm08"``, which on
-        a PCD-trained 784x20 MNIST RBM gave 2-2.5x the weights' ESS of a linear
-        schedule at 3,000-10,000 betas (``docs/results/rbm_ais.md``).  Ignored when
-        ``betas=`` is passed.
     batch_size
         Examples per batch when computing the free energies.
     **ais_kwargs
-        Passed to :func:`ais` (``num_runs``, ``num_betas``, ``betas``, ``num_sweeps``,
-        ``pseudo_count``, ``analytic``).
+        Passed to :func:`ais` (``num_runs``, ``num_betas``, ``betas``, ``schedule``,
+        ``num_sweeps``, ``pseudo_count``, ``analytic``).
 
     Returns
     -------
@@ -565,6 +560,6 @@ def ais_log_likelihood(
         ais_kwargs["data"] = observed if base_data is None else base_data
     elif base_data is not None:
         raise ValueError('`base_data` is only used with base="data"')
-    res = ais(rng_key, model, params, base=base, schedule=schedule, **ais_kwargs)
+    res = ais(rng_key, model, params, base=base, **ais_kwargs)
     lls = -free - res.log_Z
     return LogLikelihoodResult(jnp.mean(lls), res.log_Z_se, lls, res.log_Z, res.log_Z_se, res)
