@@ -285,10 +285,6 @@ def sample_base(rng_key: jax.Array, variables: Mapping[str, Domain], log_probs: 
     return out
 
 
-def sample_uniform(rng_key: jax.Array, domain: Domain, num: int) -> jax.Array:
-    return domain.random(rng_key, (num,))
-
-
 # ======================================================================================
 # the analytically summed variable
 # ======================================================================================
