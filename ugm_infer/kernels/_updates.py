@@ -10,6 +10,7 @@ rebuild the density each step with new parameters.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -230,28 +231,89 @@ def systematic_scan(variables: dict[str, Domain], site_fn, reverse: bool = False
     return sweep
 
 
-def random_scan(variables: dict[str, Domain], site_fn, num_updates: int):
-    """Apply ``site_fn`` at ``num_updates`` uniformly random sites (with replacement)."""
+class GlobalSites(NamedTuple):
+    """Every site of every variable addressed by one global index (layout order).
+
+    ``values[g, k]`` is the ``k``-th value of site ``g`` (float32, padded to the largest
+    number of states) and ``num_states[g]`` its number of values.  Reading and writing a
+    site are masked selects over all variables, so one update handles sites of any
+    variable without ``lax.switch`` (which ``vmap`` turns into running every branch).
+    """
+
+    names: tuple
+    offsets: tuple
+    sizes: tuple
+    values: jax.Array
+    num_states: jax.Array
+
+    @classmethod
+    def build(cls, variables: dict[str, Domain]) -> GlobalSites:
+        names = tuple(variables)
+        sizes = tuple(variables[n].size for n in names)
+        offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+        kmax = max(variables[n].num_states for n in names)
+        values = np.zeros((sum(sizes), kmax), np.float32)
+        num_states = np.zeros(sum(sizes), np.int32)
+        for n, off, size in zip(names, offsets, sizes):
+            values[off : off + size, : variables[n].num_states] = variables[n].values
+            num_states[off : off + size] = variables[n].num_states
+        return cls(names, offsets, sizes, jnp.asarray(values), jnp.asarray(num_states))
+
+    def get(self, position: dict, site: jax.Array) -> jax.Array:
+        """Value (float32) at global ``site``."""
+        total = jnp.zeros((), jnp.float32)
+        for n, off, size in zip(self.names, self.offsets, self.sizes):
+            flat = position[n].reshape(-1).astype(jnp.float32)
+            total = total + jnp.sum(jnp.where(jnp.arange(size) == site - off, flat, 0.0))
+        return total
+
+    def set(self, position: dict, site: jax.Array, value: jax.Array) -> dict:
+        """``position`` with global ``site`` set to ``value`` (cast to each variable's dtype)."""
+        out = dict(position)
+        for n, off in zip(self.names, self.offsets):
+            x = position[n]
+            out[n] = set_site(x.reshape(-1), site - off, value).reshape(x.shape)
+        return out
+
+
+def heat_bath_global(rng_key, position, sites: GlobalSites, site, logdensity_fn):
+    """Draw global ``site`` from its full conditional (padded values get probability 0)."""
+    row = sites.values[site]
+    logits = jax.vmap(lambda v: logdensity_fn(sites.set(position, site, v)))(row)
+    logits = jnp.where(jnp.arange(row.shape[0]) < sites.num_states[site], logits, -jnp.inf)
+    choice = jax.random.categorical(rng_key, logits - jnp.max(logits))
+    return sites.set(position, site, row[choice])
+
+
+def random_scan(variables: dict[str, Domain], site_fn, num_updates: int, global_fn=None):
+    """Apply updates at ``num_updates`` uniformly random sites (with replacement).
+
+    ``site_fn(key, carry, name, domain, i)`` updates flat index ``i`` of variable
+    ``name``; with several variables and ``global_fn(key, carry, sites, g)`` given, the
+    update of global site ``g`` is used instead (no ``lax.switch``, see
+    :class:`GlobalSites`).
+    """
     names = tuple(variables)
     sizes = np.array([variables[n].size for n in names])
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     owner = jnp.asarray(np.repeat(np.arange(len(names)), sizes), dtype=jnp.int32)
     local = jnp.asarray(np.concatenate([np.arange(s) for s in sizes]), dtype=jnp.int32)
-    del offsets
     total = int(sizes.sum())
+    sites = GlobalSites.build(variables) if (global_fn is not None and len(names) > 1) else None
 
     def sweep(rng_key, carry):
         key_sites, key_updates = jax.random.split(rng_key)
-        sites = jax.random.randint(key_sites, (num_updates,), 0, total)
+        chosen = jax.random.randint(key_sites, (num_updates,), 0, total)
         branches = [(lambda k, c, i, n=n: site_fn(k, c, n, variables[n], i)) for n in names]
 
         def body(c, inp):
             site, k = inp
+            if sites is not None:
+                return global_fn(k, c, sites, site), None
             if len(branches) == 1:
                 return branches[0](k, c, local[site]), None
             return jax.lax.switch(owner[site], branches, k, c, local[site]), None
 
-        carry, _ = jax.lax.scan(body, carry, (sites, jax.random.split(key_updates, num_updates)))
+        carry, _ = jax.lax.scan(body, carry, (chosen, jax.random.split(key_updates, num_updates)))
         return carry
 
     return sweep

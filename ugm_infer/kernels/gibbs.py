@@ -117,7 +117,11 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
         if scan == "systematic":
             inner = _updates.systematic_scan(variables, fn, reverse=reverse)
         else:
-            inner = _updates.random_scan(variables, fn, num_updates=model.num_sites)
+
+            def global_fn(k, c, sites, g):
+                return _updates.heat_bath_global(k, c, sites, g, logdensity_fn)
+
+            inner = _updates.random_scan(variables, fn, num_updates=model.num_sites, global_fn=global_fn)
         return inner(rng_key, position)
 
     return sweep

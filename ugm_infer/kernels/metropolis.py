@@ -64,24 +64,37 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
     num_proposals = num_sweeps * model.num_sites
 
     def kernel(rng_key, state: MetropolisState, logdensity_fn: Callable):
-        def site_fn(key, carry, name, domain, i):
+        def accept_reject(key_accept, carry, proposal):
             position, logdensity, accepted = carry
-            key_value, key_accept = jax.random.split(key)
-            flat = position[name].reshape(-1)
-            current = domain.to_index(flat[i])
-            shift = jax.random.randint(key_value, (), 1, domain.num_states)
-            value = domain.from_index((current + shift) % domain.num_states)
-            proposal = {**position, name: _updates.set_site(flat, i, value).reshape(domain.shape)}
             proposal_logdensity = jnp.asarray(logdensity_fn(proposal), jnp.float32)
             log_ratio = proposal_logdensity - logdensity
             accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
             position = jax.tree.map(lambda a, b: jnp.where(accept, a, b), proposal, position)
             return position, jnp.where(accept, proposal_logdensity, logdensity), accepted + accept
 
+        def site_fn(key, carry, name, domain, i):
+            position = carry[0]
+            key_value, key_accept = jax.random.split(key)
+            flat = position[name].reshape(-1)
+            current = domain.to_index(flat[i])
+            shift = jax.random.randint(key_value, (), 1, domain.num_states)
+            value = domain.from_index((current + shift) % domain.num_states)
+            proposal = {**position, name: _updates.set_site(flat, i, value).reshape(domain.shape)}
+            return accept_reject(key_accept, carry, proposal)
+
+        def global_fn(key, carry, sites, g):
+            position = carry[0]
+            key_value, key_accept = jax.random.split(key)
+            row, k = sites.values[g], sites.num_states[g]
+            current = jnp.argmax(row == sites.get(position, g))
+            shift = jax.random.randint(key_value, (), 1, k)
+            proposal = sites.set(position, g, row[(current + shift) % k])
+            return accept_reject(key_accept, carry, proposal)
+
         if scan == "systematic":
             sweep = _updates.systematic_scan(variables, site_fn)
         else:
-            sweep = _updates.random_scan(variables, site_fn, num_updates=model.num_sites)
+            sweep = _updates.random_scan(variables, site_fn, num_updates=model.num_sites, global_fn=global_fn)
         carry = (state.position, state.logdensity, jnp.zeros((), jnp.int32))
         keys = jax.random.split(rng_key, num_sweeps)
         if num_sweeps == 1:
