@@ -306,6 +306,31 @@ def test_many_blocks_scanned_sweep(rbm_case, multilinear, reverse, key):
     assert_distribution_matches(state_index(x, model), probs, label=f"stacked blocks ml={multilinear} rev={reverse}")
 
 
+def mixed_energy(params, state):
+    """Three 3-state labels coupled to two binary units (different numbers of states)."""
+    onehot = jax.nn.one_hot(state["x"], 3, dtype=jnp.float32)  # (3, 3)
+    y = state["y"].astype(jnp.float32)
+    return -jnp.einsum("ik,ikj,j->", onehot, params["W"], y) - jnp.sum(onehot * params["h"]) - params["c"] @ y
+
+
+SINGLE_SITE = [k for k in KERNELS if k[1] != "block"]
+
+
+@pytest.mark.parametrize("kind,scan", SINGLE_SITE, ids=[f"{k}-{s}" for k, s in SINGLE_SITE])
+def test_mixed_domains(kind, scan, key):
+    """Categorical (K=3) and binary variables in one model, int8 states: padded global sites."""
+    rng = np.random.default_rng(21)
+    params = {
+        "W": jnp.asarray(rng.normal(size=(3, 3, 2)), jnp.float32),
+        "h": jnp.asarray(rng.normal(size=(3, 3)), jnp.float32),
+        "c": jnp.asarray(rng.normal(size=2), jnp.float32),
+    }
+    model = ui.EnergyModel(mixed_energy, {"x": ui.Categorical(3, 3, dtype=jnp.int8), "y": ui.Binary(2, dtype=jnp.int8)})
+    x = draws(kind, scan, model, params, 1.0, jax.random.fold_in(key, 17), 20000, 25)
+    assert x["x"].dtype == jnp.int8 and x["y"].dtype == jnp.int8
+    assert_distribution_matches(state_index(x, model), brute_force(model, params), label=f"mixed {kind}/{scan}")
+
+
 def test_sample_driver_matches_exact(rbm_case, key):
     """``ui.sample`` + the top-level API at ``beta`` (final states of 20000 chains)."""
     model, params, _ = rbm_case
