@@ -54,6 +54,8 @@ from ugm_infer.learn.tempered import (
     trans_sap,
 )
 
+smc = smc_learner  # the name in ARCHITECTURE.md
+
 __all__ = [
     "MCMCMLEInfo",
     "MCMCMLEState",
@@ -66,6 +68,7 @@ __all__ = [
     "SMCLearnerInfo",
     "SMCLearnerState",
     "psmc",
+    "smc",
     "smc_learner",
     "Alternate",
     "AlternateInfo",
