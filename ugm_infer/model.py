@@ -228,7 +228,6 @@ class EnergyModel:
 
     def validate_params(self, params: Any, argname: str = "params") -> Any:
         """Check that every float leaf of ``params`` is finite (and the model's own checks)."""
-        leaves = jax.tree.leaves(params)
         for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
             if isinstance(leaf, jax.core.Tracer):
                 continue  # traced params cannot be checked on the host
@@ -239,7 +238,6 @@ class EnergyModel:
                 )
             if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
                 raise ValueError(f"`{argname}` leaf {jax.tree_util.keystr(path)} contains NaN or inf")
-        del leaves
         if self._validate_params_fn is not None:
             self._validate_params_fn(params)
         return params
