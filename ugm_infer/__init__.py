@@ -4,9 +4,10 @@ Declare a model as an energy function, sample it with BlackJAX-style kernels, co
 exact answers on small models, and learn its parameters by stochastic approximation.
 """
 
-from ugm_infer import exact, kernels, learn, models, smc
+from ugm_infer import diagnostics, exact, io, kernels, learn, models, plots, smc
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 from ugm_infer.fit import FitResult, fit
+from ugm_infer.io import load_model, save_model
 from ugm_infer.model import EnergyModel
 from ugm_infer.sampling import SampleResult, sample
 
@@ -21,10 +22,15 @@ __all__ = [
     "SampleResult",
     "Spin",
     "exact",
+    "diagnostics",
     "fit",
+    "io",
     "kernels",
     "learn",
+    "load_model",
     "models",
+    "plots",
     "sample",
+    "save_model",
     "smc",
 ]
