@@ -208,6 +208,28 @@ def _split_replicas(states: dict, shapes: dict, lead: int, replicas: bool) -> tu
     return target, states
 
 
+_ENERGY_FNS: dict[int, tuple[Any, Callable]] = {}
+
+
+def _energies(model: Any, params: Any, states: Mapping[str, Any], lead: int) -> np.ndarray:
+    """Energies of configurations with ``lead`` leading batch axes (float64 numpy).
+
+    The batch is flattened and evaluated by one jitted ``vmap`` per model, cached, so
+    repeated conversions of runs of the same model do not recompile.
+    """
+    names = tuple(model.variables)
+    first = np.asarray(states[names[0]])
+    batch = first.shape[:lead]
+    flat = {n: jnp.asarray(np.asarray(states[n]).reshape((-1,) + np.shape(states[n])[lead:])) for n in names}
+    entry = _ENERGY_FNS.get(id(model))
+    if entry is None or entry[0] is not model:
+        fn = jax.jit(lambda p, x: jax.vmap(lambda one: model.energy(p, one))(x))
+        if len(_ENERGY_FNS) >= 8:
+            _ENERGY_FNS.pop(next(iter(_ENERGY_FNS)))
+        _ENERGY_FNS[id(model)] = entry = (model, fn)
+    return np.asarray(entry[1](params, flat), np.float64).reshape(batch)
+
+
 def _summaries(
     states: dict | None,
     lead: int,
@@ -223,10 +245,7 @@ def _summaries(
     if energies is not None:
         out["energy"] = np.asarray(energies, np.float64)
     elif states is not None and model is not None and params is not None:
-        fn = lambda s: model.energy(params, s)
-        for _ in range(lead):
-            fn = jax.vmap(fn)
-        out["energy"] = np.asarray(jax.jit(fn)({n: jnp.asarray(states[n]) for n in model.variables}), np.float64)
+        out["energy"] = _energies(model, params, states, lead)
     if states is None:
         if statistics:
             raise ValueError("user `statistics` need the states: run ui.sample with keep_states=True")
@@ -240,11 +259,11 @@ def _summaries(
     for name, fn in statistics.items():
         if name in out or name in states:
             raise ValueError(f"user statistic {name!r} clashes with a built-in posterior variable; rename it")
-        f = fn
-        for _ in range(lead):
-            f = jax.vmap(f)
+        batch = np.shape(next(iter(states.values())))[:lead]
+        flat = {n: jnp.asarray(np.asarray(v).reshape((-1,) + np.shape(v)[lead:])) for n, v in states.items()}
         try:
-            value = jax.jit(f)({n: jnp.asarray(v) for n, v in states.items()})
+            value = jax.jit(jax.vmap(fn))(flat)
+            value = np.asarray(value).reshape(batch + np.shape(value)[1:])
         except Exception as err:  # user code: report which statistic failed
             raise ValueError(
                 f"user statistic {name!r} failed on one configuration (it must be a JAX-traceable "
@@ -304,15 +323,11 @@ def _from_sample(result, model, params, statistics, raw, betas, attrs):
     if states is not None:
         shapes = _variable_shapes(model, states)
         states, replica_states = _split_replicas(states, shapes, 2, is_pt)
-    posterior, raw_names = _summaries(states, 2, model, params, statistics, raw, energies)
     sample_stats = dict(info_fields)
     if replica_states is not None and model is not None and params is not None:
-        fn = lambda s: model.energy(params, s)
-        for _ in range(3):
-            fn = jax.vmap(fn)
-        sample_stats["replica_energy"] = np.asarray(
-            jax.jit(fn)({n: jnp.asarray(replica_states[n]) for n in model.variables}), np.float64
-        )
+        sample_stats["replica_energy"] = _energies(model, params, replica_states, 3)
+        energies = sample_stats["replica_energy"][..., -1]  # the beta = 1 replica
+    posterior, raw_names = _summaries(states, 2, model, params, statistics, raw, energies)
     kernel = type(result.infos).__name__ if result.infos is not None else ""
     groups = {}
     if posterior:
@@ -581,6 +596,14 @@ class Diagnosis:
         lines = [head]
         for f in self.findings:
             lines.append(f"[{f.severity}] {f.statistic}: {f.message}")
+        stats = {k: v for k, v in self.table.items() if isinstance(v, dict)}
+        if stats:
+            lines.append("statistic      R-hat  bulk ESS  tail ESS  lag-1 autocorr")
+            for name, row in stats.items():
+                lines.append(
+                    f"{name:<13} {row['rhat']:>6.3f}  {_fmt(row['ess_bulk']):>8}  {_fmt(row['ess_tail']):>8}  "
+                    f"{_fmt(row['autocorr_lag1']):>14}"
+                )
         return "\n".join(lines)
 
     def __repr__(self) -> str:

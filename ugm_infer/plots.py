@@ -239,6 +239,7 @@ def _quiet_arviz():
     """ArviZ 0.23 calls a matplotlib >= 3.11 API that is deprecated; not the user's concern."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*alias_mapping to normalize_kwargs is deprecated.*")
+        warnings.filterwarnings("ignore", message="Your data appears to have a single value")  # a stuck chain
         yield
 
 
@@ -251,7 +252,9 @@ def plot_trace(idata: Any, var_names: Any = None, **kwargs):
 
     ``idata`` is an ``InferenceData`` from :func:`ugm_infer.diagnostics.to_arviz` (or a
     run it converts without a model).  ``var_names`` default: every non-raw statistic.
-    Extra keyword arguments go to ``arviz.plot_trace``.
+    Chains are told apart by colour (with a legend).  Extra keyword arguments go to
+    ``arviz.plot_trace`` (e.g. ``figsize``); plot a window of draws with
+    ``plot_trace(idata.isel(draw=slice(0, 300)))``.
     """
     import arviz as az
 
@@ -261,8 +264,11 @@ def plot_trace(idata: Any, var_names: Any = None, **kwargs):
     if var_names is None:
         raw = set(filter(None, str(idata.posterior.attrs.get("raw_variables", "")).split(",")))
         var_names = [n for n in idata.posterior.data_vars if n not in raw]
+    kwargs.setdefault("compact", True)
+    kwargs.setdefault("chain_prop", "color")  # one colour per chain: disagreeing chains stand out
+    kwargs.setdefault("legend", True)
     with _quiet_arviz():
-        axes = az.plot_trace(idata, var_names=var_names, compact=True, **kwargs)
+        axes = az.plot_trace(idata, var_names=var_names, **kwargs)
     fig = _figure_of(axes)
     fig.set_layout_engine("constrained")
     return fig
@@ -329,7 +335,7 @@ def plot_ladder(betas: Any, swap_rates: Any = None, *, ax: Any = None, threshold
         ax.axhline(threshold, color="tab:red", ls="--", lw=1, label=f"threshold {threshold:g}")
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("swap rate of pair")
-        ax.legend(fontsize="small", loc="lower left")
+        ax.legend(fontsize="small", loc="best")
     else:
         ax.set_ylim(0, 1)
         ax.set_yticks([])
