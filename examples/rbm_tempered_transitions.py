@@ -260,15 +260,15 @@ def plot(result: dict, path: str) -> None:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="CI setting: 10k train / 1k test images, 3000 updates")
+    p.add_argument("--quick", action="store_true", help="CI setting: 2k train / 500 test images, 600 updates, TT every 100")
     p.add_argument("--data", default=DEFAULT_DATA, help=f"binarized MNIST .npz (default {DEFAULT_DATA})")
     p.add_argument("--out", default=os.path.join("out", NAME))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--num-train", type=int, default=None, help="training images (default: all of the train split; quick 10k)"
+        "--num-train", type=int, default=None, help="training images (default: all of the train split; quick 2k)"
     )
-    p.add_argument("--num-test", type=int, default=None, help="test images (default all 10k; quick 1k)")
-    p.add_argument("--updates", type=int, default=None, help="parameter updates (default 20000; quick 3000)")
+    p.add_argument("--num-test", type=int, default=None, help="test images (default all 10k; quick 500)")
+    p.add_argument("--updates", type=int, default=None, help="parameter updates (default 20000; quick 600)")
     p.add_argument("--eval-every", type=int, default=None, help="updates between evaluations (rounded to epochs)")
     p.add_argument("--num-hidden", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=100)
@@ -276,7 +276,7 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--constant-updates", type=int, default=None, help="updates at --lr (default updates // 2)")
     p.add_argument("--tt-start", type=int, default=None, help="first TT update (default updates // 2)")
-    p.add_argument("--gibbs-per-tt", type=int, default=200)
+    p.add_argument("--gibbs-per-tt", type=int, default=None, help="Gibbs updates per TT run (default 200; quick 100)")
     p.add_argument("--num-betas", type=int, default=50)
     p.add_argument("--beta-min", type=float, default=0.9)
     p.add_argument("--methods", nargs="*", default=list(METHODS), help="subset of: 'exact ML' SAP Trans-SAP")
@@ -284,12 +284,14 @@ def parse_args(argv=None):
     p.add_argument("--replot", action="store_true", help="only redraw the PNG from the JSON in --out")
     args = p.parse_args(argv)
     if args.num_train is None:
-        args.num_train = 10000 if args.quick else None
+        args.num_train = 2000 if args.quick else None
     if args.num_test is None:
-        args.num_test = 1000 if args.quick else None
-    args.updates = args.updates or (3000 if args.quick else 20000)
+        args.num_test = 500 if args.quick else None
+    args.updates = args.updates or (600 if args.quick else 20000)
     if args.updates < 2:
         p.error("--updates must be >= 2")
+    if args.gibbs_per_tt is None:
+        args.gibbs_per_tt = 100 if args.quick else 200
     if args.eval_every is None:
         args.eval_every = max(1, args.updates // 30)
     if args.constant_updates is None:
