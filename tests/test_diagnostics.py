@@ -67,11 +67,12 @@ def test_diagnose_tells_mixing_from_stuck_chains(mixing_run, stuck_run):
         assert good.table[name]["rhat"] < dg.RHAT_THRESHOLD
         assert good.table[name]["ess_bulk"] > dg.ESS_THRESHOLD
 
-    bad = dg.diagnose(stuck_run, model=MODEL, params=STRONG, statistics=NUM_UP)
+    bad = dg.diagnose(stuck_run, model=MODEL, params=STRONG, statistics={**NUM_UP, "spins": lambda x: x["s"][:2]})
     assert not bad.ok
     errors = {f.statistic: f for f in bad.errors}
-    # the chains sit in opposite modes: magnetisation and number of up spins disagree
+    # the chains sit in opposite modes: magnetisation, number of up spins and single spins disagree
     assert {"mean_s", "num_up"} <= set(errors)
+    assert any(name in errors for name in ("spins[0]", "spins[1]"))  # the worst element is named
     f = errors["mean_s"]
     assert f.value > dg.RHAT_THRESHOLD and f.threshold == dg.RHAT_THRESHOLD
     assert "R-hat" in f.message and "parallel_tempering" in f.message

@@ -689,22 +689,24 @@ def _check_posterior(idata, var_names, rhat_threshold, ess_threshold, findings, 
         arr = np.asarray(da.values, np.float64)
         flat = arr.reshape(chains, draws, -1)
         extra_shape = arr.shape[2:]
-        worst: dict | None = None
-        worst_index: tuple[int, ...] = ()
-        stats = []
-        for k in range(flat.shape[-1]):
-            s = _rhat_ess(flat[:, :, k])
-            stats.append(s)
-            key = (s["rhat"] if np.isfinite(s["rhat"]) or s["stuck_apart"] else -math.inf, -s["ess_bulk"])
-            if worst is None or key > (
-                worst["rhat"] if np.isfinite(worst["rhat"]) or worst["stuck_apart"] else -math.inf,
-                -worst["ess_bulk"],
-            ):
-                worst, worst_index = s, (np.unravel_index(k, extra_shape) if extra_shape else ())
-        assert worst is not None
+
+        def badness(st: dict) -> tuple[float, float]:
+            """Order elements by R-hat (NaN last), then by smaller bulk ESS."""
+            rhat = st["rhat"] if (np.isfinite(st["rhat"]) or st["stuck_apart"]) else -math.inf
+            ess = st["ess_bulk"] if np.isfinite(st["ess_bulk"]) else math.inf
+            return rhat, -ess
+
+        stats = [_rhat_ess(flat[:, :, k]) for k in range(flat.shape[-1])]
+        k_worst = max(range(len(stats)), key=lambda k: badness(stats[k]))
+        worst = stats[k_worst]
+        worst_index = np.unravel_index(k_worst, extra_shape) if extra_shape else ()
         label = _element_label(name, tuple(int(i) for i in worst_index))
-        min_bulk = min(s["ess_bulk"] for s in stats)
-        min_tail = min(s["ess_tail"] for s in stats)
+        min_bulk = (
+            float(np.nanmin([s["ess_bulk"] for s in stats])) if any(np.isfinite(s["ess_bulk"]) for s in stats) else math.nan
+        )
+        min_tail = (
+            float(np.nanmin([s["ess_tail"] for s in stats])) if any(np.isfinite(s["ess_tail"]) for s in stats) else math.nan
+        )
         table[name] = {
             "rhat": worst["rhat"],
             "ess_bulk": min_bulk,
