@@ -1,0 +1,585 @@
+"""NumPyro integration: ugm_infer kernels under ``numpyro.infer.MCMC``, NumPyro models as energies.
+
+Two adapters, both plain functions of existing pieces:
+
+:class:`NumPyroKernel` (built by :func:`as_numpyro_kernel`)
+    A :class:`numpyro.infer.mcmc.MCMCKernel` that runs any ugm_infer kernel
+    (``"gibbs"``, ``"metropolis"``, ``"tempered_transitions"``,
+    ``"parallel_tempering"``, a :class:`blackjax.base.SamplingAlgorithm`, or a
+    user-written BlackJAX-style inner kernel ``kernel(rng_key, state, logdensity_fn)``
+    with its ``init(position, logdensity_fn)``) on the target
+
+    .. math::  p(x) \\propto \\exp(-E(\\theta, x)),
+
+    so ``numpyro.infer.MCMC`` supplies warm-up, ``num_chains`` (``chain_method=
+    "vectorized"`` / ``"sequential"`` / ``"parallel"``), thinning, its progress bar,
+    ``print_summary`` and ``arviz.from_numpyro``.  The sample field ``z`` is the
+    configuration ``{name: array}`` at the target (for parallel tempering the
+    ``beta = 1`` replica), so ArviZ names the posterior variables after the model's
+    variables; ``potential_energy`` is :math:`E(\\theta, z)` (ArviZ reports it as
+    ``lp = -E``, the unnormalised log density).
+:func:`energy_model_from_numpyro`
+    A NumPyro model whose latent sample sites are discrete (``Bernoulli``,
+    ``Categorical`` or any distribution with support ``{0, ..., K-1}``, batched by
+    ``plate``), with ``numpyro.factor`` terms for the couplings and observed sites
+    (``obs=`` or ``observed=``), becomes an :class:`~ugm_infer.EnergyModel` with
+
+    .. math::  E(\\theta, x) = -\\log p(x, y_{\\mathrm{obs}} \\mid \\theta),
+
+    the negative log joint density computed by :func:`numpyro.infer.util.log_density`.
+    The model's **keyword arguments are the parameters** :math:`\\theta` (a dict,
+    traced: they change without recompiling and learners can fit them); positional
+    arguments and ``observed`` values are fixed when the model is built.
+
+Inside this module ``import numpyro`` is the NumPyro package (absolute imports), not
+this module; ``import ugm_infer as ui; import numpyro`` in user code is likewise
+unaffected (this module is reached only as ``ui.numpyro``).
+
+References
+----------
+Phan, D., Pradhan, N. and Jankowiak, M. (2019). Composable effects for flexible and
+accelerated probabilistic programming in NumPyro. arXiv:1912.11554.
+Kumar, R., Carroll, C., Hartikainen, A. and Martin, O. (2019). ArviZ a unified library
+for exploratory analysis of Bayesian models in Python. JOSS 4(33), 1143.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from blackjax.base import SamplingAlgorithm
+from numpyro.distributions import constraints
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
+
+from ugm_infer.domains import Binary, Categorical
+from ugm_infer.model import EnergyModel
+
+__all__ = [
+    "KERNELS",
+    "NumPyroEnergyModel",
+    "NumPyroKernel",
+    "NumPyroKernelState",
+    "as_numpyro_kernel",
+    "energy_model_from_numpyro",
+]
+
+#: names accepted by ``kernel=`` (the ugm_infer kernels of :mod:`ugm_infer.kernels`)
+KERNELS = ("gibbs", "metropolis", "tempered_transitions", "parallel_tempering")
+
+
+# --------------------------------------------------------------------------------------
+# (a) ugm_infer kernels as a numpyro MCMCKernel
+# --------------------------------------------------------------------------------------
+class NumPyroKernelState(NamedTuple):
+    """State of one chain under ``numpyro.infer.MCMC``.
+
+    z
+        The configuration at the target, ``{name: array}`` (the sample field).
+    potential_energy
+        :math:`E(\\theta, z)` (ArviZ: ``lp = -potential_energy``).
+    kernel_state
+        The ugm_infer kernel's own state (e.g. ``GibbsState``; all replicas for
+        parallel tempering).
+    info
+        The kernel's info of the last step (zeros before the first step); collect a
+        field with ``extra_fields=("info.acceptance_rate",)``.
+    rng_key
+        The chain's PRNG key (NumPyro replaces it between ``warmup`` and ``run``).
+    """
+
+    z: dict
+    potential_energy: jax.Array
+    kernel_state: Any
+    info: Any
+    rng_key: jax.Array
+
+
+def _builtin_kernel(name: str, model: EnergyModel, params: Any, kwargs: dict):
+    """(inner kernel, init(position, logdensity_fn), position_fn) of a ugm_infer kernel by name."""
+    if name == "gibbs":
+        from ugm_infer.kernels.gibbs import build_kernel, init
+
+        return build_kernel(model, params=params, **kwargs), init, None
+    if name == "metropolis":
+        from ugm_infer.kernels.metropolis import build_kernel, init
+
+        return build_kernel(model, **kwargs), init, None
+    if name == "tempered_transitions":
+        from ugm_infer.kernels.tempered_transitions import build_kernel, init
+
+        return build_kernel(model, params=params, **kwargs), init, None
+    from ugm_infer.kernels.parallel_tempering import build_kernel, init, target_position
+    from ugm_infer.kernels.tempered_transitions import check_ladder
+
+    kernel = build_kernel(model, params=params, **kwargs)
+    num_replicas = len(check_ladder(kwargs.get("betas")))
+    return kernel, functools.partial(init, num_replicas=num_replicas), target_position
+
+
+def _kernel_name(kernel: Any) -> str | None:
+    """The name of a ugm_infer kernel given as a string or as ``ui.kernels.<name>``."""
+    if isinstance(kernel, str):
+        if kernel not in KERNELS:
+            raise ValueError(f"`kernel` must be one of {KERNELS}, a SamplingAlgorithm or an inner kernel; got {kernel!r}")
+        return kernel
+    import ugm_infer.kernels as uk
+
+    for name in KERNELS:
+        if kernel is getattr(uk, name):
+            return name
+    return None
+
+
+class NumPyroKernel(MCMCKernel):
+    """Any ugm_infer kernel as a :class:`numpyro.infer.mcmc.MCMCKernel`.
+
+    Parameters
+    ----------
+    model
+        An :class:`~ugm_infer.EnergyModel`.
+    params
+        Its parameters: the chains target :math:`\\exp(-E(\\theta, x))`.  Also used to
+        detect blocks for block Gibbs and to report ``potential_energy``.
+    kernel
+        One of
+
+        * a name in :data:`KERNELS` or the object ``ui.kernels.<name>``; the inner
+          kernel is ``ui.kernels.<name>.build_kernel(model, **kernel_kwargs)`` (e.g.
+          ``scan="systematic"``, ``num_sweeps=5``, ``betas=...``);
+        * a :class:`blackjax.base.SamplingAlgorithm` for one chain (e.g.
+          ``ui.kernels.gibbs(model, params)`` or any user-built one), used as is;
+        * a BlackJAX inner kernel ``kernel(rng_key, state, logdensity_fn) -> (state,
+          info)`` together with ``init_fn(position, logdensity_fn) -> state`` (e.g. the
+          result of a user-written ``build_kernel``); it receives
+          ``logdensity_fn = model.logdensity_fn(params)``.
+    init_fn
+        The inner kernel's ``init`` (only with an inner kernel).
+    position_fn
+        ``position_fn(kernel_state) -> {name: array}``, the configuration reported as
+        a sample (default ``state.position``; parallel tempering uses its
+        ``beta = 1`` replica).
+    **kernel_kwargs
+        Passed to the named kernel's ``build_kernel``.
+
+    Notes
+    -----
+    ``MCMC.run(rng_key, init_params=...)`` takes one configuration ``{name: array}``
+    per chain (leading axis ``num_chains`` when ``num_chains > 1``); without
+    ``init_params`` every chain starts from a uniformly random configuration.
+    ``MCMC.run`` takes no model arguments: the target is fixed by ``params``.  With
+    ``chain_method="vectorized"`` NumPyro hands :meth:`init` a batch of keys and
+    positions, and the kernel vmaps its step over chains.  ``warmup`` does no
+    adaptation (the ugm_infer kernels have no tuning parameters); it is burn-in.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, ugm_infer as ui
+    >>> from numpyro.infer import MCMC
+    >>> model = ui.models.ising(4, edges=[[0, 1], [1, 2], [2, 3]])
+    >>> params = {"w": jnp.array([0.5, -0.3, 0.8]), "h": jnp.zeros(4)}
+    >>> kernel = ui.numpyro.NumPyroKernel(model, params, "gibbs")
+    >>> mcmc = MCMC(kernel, num_warmup=10, num_samples=20, num_chains=2,
+    ...             chain_method="vectorized", progress_bar=False)
+    >>> mcmc.run(jax.random.key(0))
+    >>> mcmc.get_samples()["s"].shape
+    (40, 4)
+    """
+
+    sample_field = "z"
+
+    def __init__(
+        self,
+        model: EnergyModel,
+        params: Any,
+        kernel: Any = "gibbs",
+        *,
+        init_fn: Callable | None = None,
+        position_fn: Callable | None = None,
+        **kernel_kwargs: Any,
+    ):
+        if not isinstance(model, EnergyModel):
+            raise TypeError(f"`model` must be a ui.EnergyModel, got {type(model).__name__}")
+        if params is None:
+            raise ValueError("`params` is required: the chains target exp(-E(params, x))")
+        model.validate_params(params)
+        if init_fn is not None and not callable(init_fn):
+            raise TypeError(f"`init_fn` must be callable, got {type(init_fn).__name__}")
+        if position_fn is not None and not callable(position_fn):
+            raise TypeError(f"`position_fn` must be callable, got {type(position_fn).__name__}")
+        self.energy_model = model
+        self.params = params
+        self._logdensity_fn = model.logdensity_fn(params)
+        name = _kernel_name(kernel)
+        default_position = None
+        if name is not None:
+            if init_fn is not None:
+                raise ValueError(f"`init_fn` is only for a custom inner kernel; kernel {name!r} has its own init")
+            step, init, default_position = _builtin_kernel(name, model, params, kernel_kwargs)
+            self._algorithm = SamplingAlgorithm(
+                lambda position: init(position, self._logdensity_fn),
+                lambda key, state: step(key, state, self._logdensity_fn),
+            )
+        elif isinstance(kernel, SamplingAlgorithm):
+            if init_fn is not None or kernel_kwargs:
+                raise ValueError("a SamplingAlgorithm is used as is: pass no `init_fn` or kernel keyword arguments")
+            self._algorithm = kernel
+        elif callable(kernel):
+            if init_fn is None:
+                raise ValueError(
+                    "an inner kernel `kernel(rng_key, state, logdensity_fn)` needs its `init_fn(position, logdensity_fn)`"
+                    " (or pass a SamplingAlgorithm, or a kernel name from " + str(KERNELS) + ")"
+                )
+            if kernel_kwargs:
+                raise ValueError(
+                    f"kernel keyword arguments {sorted(kernel_kwargs)} are only for named kernels; "
+                    "bind them when building your inner kernel"
+                )
+            self._algorithm = SamplingAlgorithm(
+                lambda position: init_fn(position, self._logdensity_fn),
+                lambda key, state: kernel(key, state, self._logdensity_fn),
+            )
+        else:
+            raise TypeError(
+                f"`kernel` must be a name in {KERNELS}, a SamplingAlgorithm or an inner kernel callable, "
+                f"got {type(kernel).__name__}"
+            )
+        self.kernel_name = name or getattr(kernel, "__name__", type(kernel).__name__)
+        self._position_fn = position_fn or default_position or (lambda state: state.position)
+        self._sample_fn = None
+        self._init_single = jax.jit(self._init_one)  # compiled once per kernel (sequential chains reuse it)
+        self._init_batch = jax.jit(jax.vmap(self._init_one))
+        # arviz.from_numpyro reads `sampler.model`: the NumPyro model when the energy came
+        # from one (plate dims and observed data), otherwise None (no model to replay)
+        self.model = getattr(model, "numpyro_model_bound", None)
+
+    # -- numpyro protocol ----------------------------------------------------------
+    @property
+    def default_fields(self):
+        return ("z", "potential_energy")
+
+    def _energy(self, z):
+        return jnp.asarray(self.energy_model.energy(self.params, z), jnp.float32)
+
+    def _init_one(self, rng_key, position):
+        key_init, key_chain = jax.random.split(rng_key)
+        if position is None:
+            position = self.energy_model.random_state(key_init)
+        kernel_state = self._algorithm.init(position)
+        info = jax.eval_shape(self._algorithm.step, key_init, kernel_state)[1]
+        info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info)
+        z = dict(self._position_fn(kernel_state))
+        return NumPyroKernelState(z, self._energy(z), kernel_state, info, key_chain)
+
+    def _sample_one(self, state: NumPyroKernelState) -> NumPyroKernelState:
+        key_next, key_step = jax.random.split(state.rng_key)
+        kernel_state, info = self._algorithm.step(key_step, state.kernel_state)
+        z = dict(self._position_fn(kernel_state))
+        return NumPyroKernelState(z, self._energy(z), kernel_state, info, key_next)
+
+    def _check_position(self, init_params, batch_ndim):
+        if init_params is None:
+            return None
+        if not isinstance(init_params, Mapping):
+            raise TypeError(
+                f"`init_params` must be a dict {{name: array}} over {list(self.energy_model.variables)}, "
+                f"got {type(init_params).__name__}"
+            )
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(init_params)):
+            return {n: jnp.asarray(init_params[n], d.dtype) for n, d in self.energy_model.variables.items()}
+        return self.energy_model.validate_state(init_params, batch_ndim=batch_ndim, argname="init_params")
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        del num_warmup
+        if model_args or model_kwargs:
+            raise ValueError(
+                "MCMC.run takes no model arguments with a ugm_infer kernel (the target is fixed by `params`); "
+                f"got args {model_args!r} and kwargs {sorted(model_kwargs or {})}"
+            )
+        # jitted: NumPyro calls init outside jit, and op-by-op execution of a NumPyro
+        # log density (under vmap) costs more than compiling it
+        if is_prng_key(rng_key):  # one chain, or chain_method "sequential" / "parallel"
+            self._sample_fn = self._sample_one
+            return self._init_single(rng_key, self._check_position(init_params, 0))
+        # chain_method="vectorized": a batch of keys and of initial positions
+        self._sample_fn = jax.vmap(self._sample_one)
+        return self._init_batch(rng_key, self._check_position(init_params, 1))
+
+    def sample(self, state, model_args, model_kwargs):
+        del model_args, model_kwargs
+        return self._sample_fn(state)
+
+    def get_diagnostics_str(self, state):
+        return f"energy {float(state.potential_energy):.3g}"
+
+    def __repr__(self) -> str:
+        return f"NumPyroKernel({self.kernel_name!r}, model={self.energy_model.name!r})"
+
+
+def as_numpyro_kernel(
+    model: EnergyModel,
+    params: Any,
+    kernel: Any = "gibbs",
+    *,
+    init_fn: Callable | None = None,
+    position_fn: Callable | None = None,
+    **kernel_kwargs: Any,
+) -> NumPyroKernel:
+    """A :class:`NumPyroKernel` running ``kernel`` on ``model`` at ``params`` (same arguments).
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, ugm_infer as ui
+    >>> from numpyro.infer import MCMC
+    >>> model = ui.models.ising(3, edges=[[0, 1], [1, 2]])
+    >>> params = {"w": jnp.array([0.4, 0.4]), "h": jnp.array([0.1, 0.0, -0.1])}
+    >>> kernel = ui.numpyro.as_numpyro_kernel(model, params, "metropolis", num_sweeps=2)
+    >>> mcmc = MCMC(kernel, num_warmup=5, num_samples=10, progress_bar=False)
+    >>> mcmc.run(jax.random.key(0), extra_fields=("info.acceptance_rate",))
+    >>> mcmc.get_extra_fields()["info.acceptance_rate"].shape
+    (10,)
+    """
+    return NumPyroKernel(model, params, kernel, init_fn=init_fn, position_fn=position_fn, **kernel_kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# (b) a NumPyro model with discrete latent sites as an EnergyModel
+# --------------------------------------------------------------------------------------
+class NumPyroEnergyModel(EnergyModel):
+    """An :class:`~ugm_infer.EnergyModel` built from a NumPyro model (see :func:`energy_model_from_numpyro`).
+
+    Attributes
+    ----------
+    numpyro_model
+        The NumPyro model, conditioned on ``observed``.
+    model_args
+        Its fixed positional arguments.
+    example_params
+        The keyword arguments given when it was built (a valid ``params``).
+    observed
+        ``{site: value}`` of every observed sample site (``obs=`` and ``observed=``;
+        ``numpyro.factor`` terms excluded).
+    numpyro_model_bound
+        A zero-argument NumPyro model calling ``numpyro_model(*model_args,
+        **example_params)`` (what ``arviz.from_numpyro`` replays for plate dims and
+        observed data).
+    """
+
+    numpyro_model: Callable
+    model_args: tuple
+    example_params: dict
+    observed: dict
+    numpyro_model_bound: Callable
+
+
+def _site_domain(name: str, fn: Any, value: Any):
+    """The ugm_infer domain of a latent sample site, or a ValueError explaining why not."""
+    if fn.event_shape != ():
+        hint = (
+            "declare independent sites with `numpyro.plate` (or `.expand(shape)` without `.to_event`)"
+            if isinstance(fn, dist.Independent)
+            else "only scalar-event distributions (Bernoulli, Categorical, ...) batched by plates are supported"
+        )
+        raise ValueError(
+            f"latent site '{name}' has event shape {fn.event_shape} ({type(fn).__name__}); {hint}. "
+            "A `.to_event(n)` discrete site cannot be enumerated site by site"
+        )
+    if not fn.is_discrete:
+        raise ValueError(
+            f"latent site '{name}' is continuous ({type(fn).__name__}, support {fn.support}); an EnergyModel has "
+            "discrete variables only: observe it (obs= or observed=), or integrate it out of the model"
+        )
+    shape = tuple(int(s) for s in jnp.shape(value))
+    support = fn.support
+    if support is constraints.boolean:
+        return Binary(shape)
+    if isinstance(support, constraints.integer_interval):
+        low = np.asarray(support.lower_bound)
+        high = np.asarray(support.upper_bound)
+        if low.size and np.all(low == 0) and high.size and np.all(high == high.reshape(-1)[0]):
+            return Categorical(shape, int(high.reshape(-1)[0]) + 1)
+        raise ValueError(
+            f"latent site '{name}' has support {support} (lower {low.tolist()}, upper {high.tolist()}); "
+            "supported discrete supports are {0, 1} and {0, ..., K-1} with one K for the whole site"
+        )
+    raise ValueError(
+        f"latent site '{name}' has support {support} ({type(fn).__name__}); supported discrete supports are "
+        "{0, 1} (Bernoulli) and {0, ..., K-1} (Categorical, Binomial, ...); unbounded supports (Poisson, "
+        "Geometric) cannot be enumerated"
+    )
+
+
+def _check_param_value(key: str, value: Any):
+    try:
+        arr = jnp.asarray(value)
+    except TypeError as err:
+        raise TypeError(
+            f"model keyword argument '{key}' becomes a parameter and must be numeric (an array or a number), "
+            f"got {type(value).__name__}; pass non-numeric arguments positionally"
+        ) from err
+    if not (jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == jnp.bool_):
+        raise TypeError(f"model keyword argument '{key}' must be numeric, got dtype {arr.dtype}")
+    return arr
+
+
+def energy_model_from_numpyro(
+    numpyro_model: Callable,
+    *model_args: Any,
+    observed: Mapping[str, Any] | None = None,
+    blocks: Any = None,
+    multilinear: bool | None = None,
+    **model_kwargs: Any,
+) -> NumPyroEnergyModel:
+    """An :class:`~ugm_infer.EnergyModel` from a NumPyro model with discrete latent sites.
+
+    .. math::  E(\\theta, x) = -\\log p(x, y_{\\mathrm{obs}} \\mid \\theta)
+               = -\\sum_{\\mathrm{sites}} \\log p_{\\mathrm{site}} - \\sum \\mathrm{factors},
+
+    evaluated by :func:`numpyro.infer.util.log_density`, so :math:`\\exp(-E)` is
+    proportional to the posterior :math:`p(x \\mid y_{\\mathrm{obs}}, \\theta)` (the
+    prior's normalising constants only shift :math:`\\log Z`).
+
+    Parameters
+    ----------
+    numpyro_model
+        A NumPyro model.  Every unobserved sample site must be discrete with support
+        ``{0, 1}`` (``Bernoulli`` -> :class:`~ugm_infer.Binary`) or ``{0, ..., K-1}``
+        (``Categorical`` and others -> :class:`~ugm_infer.Categorical` ``(K)``), with
+        independent elements batched by ``numpyro.plate`` (not ``.to_event``).  Its
+        shape is taken from a trace of the model.  Couplings are ``numpyro.factor``
+        terms.
+    *model_args
+        Positional arguments of the model, fixed (closed over) in the energy: data,
+        sizes, anything that is not a parameter.
+    observed
+        ``{site: value}`` conditioning sample sites (like
+        ``numpyro.handlers.condition``); sites with ``obs=`` are observed too.
+    blocks, multilinear
+        Passed to :class:`~ugm_infer.EnergyModel`; leave ``None`` to detect them.
+    **model_kwargs
+        Keyword arguments of the model: they are the **parameters**.  The returned
+        model's ``params`` is the dict ``{name: value}`` of these (numeric) arguments,
+        passed to the model as keyword arguments at every energy evaluation (traced,
+        so new values need no recompilation and learners can fit them); the values
+        given here are an example (``model.example_params``) fixing their shapes.
+
+    Returns
+    -------
+    A :class:`NumPyroEnergyModel` with one variable per latent site (named like the
+    site).
+
+    Raises
+    ------
+    ValueError
+        A continuous latent site; a discrete site with an event shape
+        (``.to_event``); an unbounded or shifted support; ``numpyro.param`` sites;
+        no latent site; ``observed`` naming an unknown site.
+    TypeError
+        A non-callable model, non-numeric keyword arguments.
+
+    Notes
+    -----
+    **Structure detection.**  NumPyro's discrete log-probabilities are written with
+    ``where``/``clip`` (e.g. ``xlogy`` in ``Bernoulli(probs)``), so the structure probe
+    classifies these energies as *non-smooth*: blocks come from second differences of
+    the energy (``n^2`` energy evaluations once, refused for very large models), and
+    Gibbs evaluates the energy at each value of each site instead of reading all
+    conditionals of a block off one gradient (``K`` energy evaluations per site and
+    sweep, each evaluating the whole model).  Correct, but slower than a built-in
+    model; pass ``blocks=`` (and ``multilinear=True`` for a binary energy you know is
+    affine in each site) to skip the probe.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist, ugm_infer as ui
+    >>> def chain(J, h):
+    ...     with numpyro.plate("site", 3):
+    ...         x = numpyro.sample("x", dist.Bernoulli(0.5))
+    ...     s = 2.0 * x - 1.0
+    ...     numpyro.factor("coupling", J * jnp.sum(s[:-1] * s[1:]) + h @ s)
+    >>> model = ui.numpyro.energy_model_from_numpyro(chain, J=0.5, h=jnp.zeros(3))
+    >>> model.variables
+    {'x': Binary(shape=(3,), dtype=float32)}
+    >>> round(float(model.energy({"J": 0.5, "h": jnp.zeros(3)}, {"x": jnp.ones(3)})), 4)  # -(1.0) + 3 log 2
+    1.0794
+    """
+    if not callable(numpyro_model):
+        raise TypeError(f"`numpyro_model` must be a callable NumPyro model, got {type(numpyro_model).__name__}")
+    if observed is not None and not isinstance(observed, Mapping):
+        raise TypeError(f"`observed` must be a dict {{site: value}}, got {type(observed).__name__}")
+    observed = {str(k): jnp.asarray(v) for k, v in (observed or {}).items()}
+    example = {k: _check_param_value(k, v) for k, v in model_kwargs.items()}
+    conditioned = numpyro.handlers.condition(numpyro_model, data=observed) if observed else numpyro_model
+    try:
+        trace = numpyro.handlers.trace(numpyro.handlers.seed(conditioned, rng_seed=0)).get_trace(*model_args, **example)
+    except Exception as err:  # noqa: BLE001 - re-raised with context
+        raise ValueError(
+            f"tracing the NumPyro model {getattr(numpyro_model, '__name__', numpyro_model)!r} with the given "
+            f"arguments failed: {type(err).__name__}: {err}"
+        ) from err
+    sample_sites = {n: s for n, s in trace.items() if s["type"] == "sample"}
+    unknown = sorted(set(observed) - set(sample_sites))
+    if unknown:
+        raise ValueError(f"`observed` names {unknown}, which are not sample sites of the model; sites: {list(sample_sites)}")
+    param_sites = [n for n, s in trace.items() if s["type"] == "param"]
+    if param_sites:
+        raise ValueError(
+            f"numpyro.param sites {param_sites} are not supported; make them keyword arguments of the model "
+            "(the keyword arguments are the EnergyModel's params)"
+        )
+    variables = {}
+    for name, site in sample_sites.items():
+        if site["is_observed"]:
+            continue
+        variables[name] = _site_domain(name, site["fn"], site["value"])
+    if not variables:
+        raise ValueError("the NumPyro model has no latent (unobserved) sample site: there is nothing to sample")
+    observed_all = {
+        n: s["value"] for n, s in sample_sites.items() if s["is_observed"] and not isinstance(s["fn"], dist.Unit)
+    }
+    args = tuple(model_args)
+    keys = tuple(example)
+    shapes = {k: tuple(jnp.shape(v)) for k, v in example.items()}
+
+    def energy_fn(params, state):
+        log_joint, _ = numpyro.infer.util.log_density(conditioned, args, dict(params), dict(state))
+        return -log_joint
+
+    def validate_params(params):
+        if not isinstance(params, Mapping):
+            raise ValueError(
+                f"`params` must be a dict of the model's keyword arguments {list(keys)}, got {type(params).__name__}"
+            )
+        missing, extra = [k for k in keys if k not in params], sorted(set(params) - set(keys))
+        if missing or extra:
+            raise ValueError(f"`params` must have exactly the keys {list(keys)}: missing {missing}, unexpected {extra}")
+        for k in keys:
+            if tuple(jnp.shape(params[k])) != shapes[k]:
+                raise ValueError(f"`params['{k}']` has shape {tuple(jnp.shape(params[k]))}; expected {shapes[k]}")
+
+    model_name = getattr(numpyro_model, "__name__", "numpyro_model")
+    model = NumPyroEnergyModel(
+        energy_fn,
+        variables,
+        blocks,
+        multilinear=multilinear,
+        validate_params=validate_params,
+        name=f"numpyro:{model_name}",
+    )
+    model.numpyro_model = conditioned
+    model.model_args = args
+    model.example_params = dict(example)
+    model.observed = observed_all
+
+    def bound():
+        return conditioned(*args, **example)
+
+    model.numpyro_model_bound = bound
+    return model
