@@ -559,7 +559,7 @@ class Finding(NamedTuple):
     threshold: float = math.nan
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Diagnosis:
     """Result of :func:`diagnose`.
 
