@@ -264,3 +264,14 @@ def test_bad_arguments():
     pt = PT(model, params, betas=[0.5, 0.75, 1.0])
     with pytest.raises(ValueError, match="replicas"):
         pt.init({"s": jnp.ones((2, 3))})
+
+
+def test_sample_records_the_beta_one_replica_energy_for_parallel_tempering():
+    """``ui.sample(..., model=, params=)`` with PT: energies are those of the last (beta = 1) replica."""
+    model = ui.models.ising(6)
+    params = model.init_params(jax.random.key(0))
+    pt = ui.kernels.parallel_tempering(model, params, betas=ui.kernels.tempered_transitions.uniform_ladder(4, 0.5))
+    run = ui.sample(jax.random.key(1), pt, model.random_state(jax.random.key(2), 3), 5, model=model, params=params)
+    assert run.states["s"].shape == (3, 5, 4, 6) and run.energies.shape == (3, 5)
+    expected = jax.vmap(jax.vmap(lambda s: model.energy(params, {"s": s})))(run.states["s"][:, :, -1])
+    np.testing.assert_allclose(run.energies, expected, rtol=1e-6)

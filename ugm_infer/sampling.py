@@ -78,7 +78,9 @@ def sample(
     num_samples, num_warmup, thin
         Draws to keep, steps discarded first, and steps between kept draws.
     model, params
-        If given, states are validated and ``energies`` are recorded.
+        If given, states are validated and ``energies`` are recorded (for parallel
+        tempering, whose positions carry a replica axis, the energy of the ``beta = 1``
+        replica).
     keep_states
         Store the positions of every kept draw (memory ``chains x draws x sites``);
         set ``False`` for huge models and record statistics through ``trace_fn``.
@@ -110,7 +112,16 @@ def sample(
         )
     num_chains = jnp.shape(leaves[0])[0]
     trace = trace_fn or (lambda state, info: info)
-    energy = (lambda pos: model.energy(params, pos)) if (model is not None and params is not None) else None
+    energy = None
+    if model is not None and params is not None:
+
+        def energy(pos):
+            # parallel tempering keeps a replica axis in front of each variable: the sample
+            # is the beta = 1 replica, the last one
+            name = next(iter(model.variables))
+            if jnp.ndim(pos[name]) == len(model.variables[name].shape) + 1:
+                pos = jax.tree.map(lambda x: x[-1], pos)
+            return model.energy(params, pos)
 
     @jax.jit
     def run(rng_key, position):
