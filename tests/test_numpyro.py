@@ -258,6 +258,9 @@ def test_bad_kernel_arguments_raise(ring_model):
     with pytest.raises(TypeError, match="num_sweep"):
         unp.NumPyroKernel(ring_model, PARAMS, "gibbs", num_sweep=2)
     assert unp.NumPyroKernel(ISING, ISING_PARAMS, "metropolis", num_sweeps=2).kernel_name == "metropolis"
+    bad_position = unp.NumPyroKernel(ring_model, PARAMS, "gibbs", position_fn=lambda state: {"y": state.position["x"]})
+    with pytest.raises(ValueError, match="must be a dict over the model's variables"):
+        bad_position.init(jax.random.key(0), 0, None, (), {})
     kernel = unp.NumPyroKernel(ring_model, PARAMS)
     with pytest.raises(ValueError, match=r"`init_params\['x'\]` has 1 value\(s\) outside the domain"):
         kernel.init(jax.random.key(0), 0, {"x": jnp.array([0.0, 2.0, 1.0, 0.0])}, (), {})

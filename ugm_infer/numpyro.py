@@ -138,6 +138,15 @@ def _kernel_name(kernel: Any) -> str | None:
     return None
 
 
+def _default_position(kernel_state) -> dict:
+    """``kernel_state.position``; for parallel tempering its ``beta = 1`` replica."""
+    from ugm_infer.kernels.parallel_tempering import ParallelTemperingState, target_position
+
+    if isinstance(kernel_state, ParallelTemperingState):
+        return target_position(kernel_state)
+    return kernel_state.position
+
+
 class NumPyroKernel(MCMCKernel):
     """Any ugm_infer kernel as a :class:`numpyro.infer.mcmc.MCMCKernel`.
 
@@ -164,8 +173,8 @@ class NumPyroKernel(MCMCKernel):
         The inner kernel's ``init`` (only with an inner kernel).
     position_fn
         ``position_fn(kernel_state) -> {name: array}``, the configuration reported as
-        a sample (default ``state.position``; parallel tempering uses its
-        ``beta = 1`` replica).
+        a sample (default ``state.position``; for parallel tempering, named or as a
+        SamplingAlgorithm, its ``beta = 1`` replica).
     **kernel_kwargs
         Passed to the named kernel's ``build_kernel``.
 
@@ -252,7 +261,7 @@ class NumPyroKernel(MCMCKernel):
                 f"got {type(kernel).__name__}"
             )
         self.kernel_name = name or getattr(kernel, "__name__", type(kernel).__name__)
-        self._position_fn = position_fn or default_position or (lambda state: state.position)
+        self._position_fn = position_fn or default_position or _default_position
         self._sample_fn = None
         self._init_single = jax.jit(self._init_one)  # compiled once per kernel (sequential chains reuse it)
         self._init_batch = jax.jit(jax.vmap(self._init_one))
@@ -268,6 +277,29 @@ class NumPyroKernel(MCMCKernel):
     def _energy(self, z):
         return jnp.asarray(self.energy_model.energy(self.params, z), jnp.float32)
 
+    def _target(self, kernel_state) -> dict:
+        """The configuration at the target, checked against the model's variables (at trace time)."""
+        try:
+            z = self._position_fn(kernel_state)
+        except AttributeError as err:
+            raise ValueError(
+                f"cannot read the configuration from a {type(kernel_state).__name__} ({err}); "
+                "pass `position_fn(kernel_state) -> {name: array}`"
+            ) from err
+        variables = self.energy_model.variables
+        if not isinstance(z, Mapping) or set(z) != set(variables):
+            raise ValueError(
+                f"the kernel's position must be a dict over the model's variables {list(variables)}, "
+                f"got {type(z).__name__} {list(z) if isinstance(z, Mapping) else ''}; pass `position_fn=`"
+            )
+        for n, d in variables.items():
+            if tuple(jnp.shape(z[n])) != d.shape:
+                raise ValueError(
+                    f"the kernel's position['{n}'] has shape {tuple(jnp.shape(z[n]))}; expected {d.shape} "
+                    "(one configuration); pass `position_fn=` to select it from the kernel state"
+                )
+        return {n: z[n] for n in variables}
+
     def _init_one(self, rng_key, position):
         key_init, key_chain = jax.random.split(rng_key)
         if position is None:
@@ -275,13 +307,13 @@ class NumPyroKernel(MCMCKernel):
         kernel_state = self._algorithm.init(position)
         info = jax.eval_shape(self._algorithm.step, key_init, kernel_state)[1]
         info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info)
-        z = dict(self._position_fn(kernel_state))
+        z = self._target(kernel_state)
         return NumPyroKernelState(z, self._energy(z), kernel_state, info, key_chain)
 
     def _sample_one(self, state: NumPyroKernelState) -> NumPyroKernelState:
         key_next, key_step = jax.random.split(state.rng_key)
         kernel_state, info = self._algorithm.step(key_step, state.kernel_state)
-        z = dict(self._position_fn(kernel_state))
+        z = self._target(kernel_state)
         return NumPyroKernelState(z, self._energy(z), kernel_state, info, key_next)
 
     def _check_position(self, init_params, batch_ndim):
