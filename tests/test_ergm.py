@@ -170,10 +170,11 @@ def test_mple_equals_logistic_regression():
 
     ref = optimize.minimize(nll, np.zeros(model.num_terms), jac=grad, method="BFGS", options={"gtol": 1e-10})
     np.testing.assert_allclose(fit.theta, ref.x, atol=1e-5)
-    # Newton reaches at least BFGS's optimum (BFGS stops on precision loss a hair above it)
-    assert -fit.log_pseudo_likelihood <= ref.fun + 1e-9
-    assert abs(fit.log_pseudo_likelihood + nll(fit.theta)) < 1e-9
-    assert np.max(np.abs(grad(fit.theta))) < 1e-6
+    # Newton reaches BFGS's optimum (BFGS stops on precision loss a hair above it); the two
+    # design matrices agree to float32 rounding of the statistics (relative 1e-7)
+    assert nll(fit.theta) <= ref.fun * (1 + 1e-6)
+    assert abs(fit.log_pseudo_likelihood + nll(fit.theta)) < 1e-6 * ref.fun
+    assert np.max(np.abs(grad(fit.theta))) < 1e-4
     # the edges-only MPLE is logit(density) in closed form
     edges_only = ergm(8, ("edges",))
     d = graphs.mean()
