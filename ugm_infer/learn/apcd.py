@@ -229,6 +229,8 @@ def apcd(
     visible: Any = None,
     negative_phase: str = "energy",
     init_particles: dict | None = None,
+    kernel: Any = None,
+    latent_kernel: Any = None,
 ) -> Learner:
     """Adiabatic persistent contrastive divergence (APCD Algorithm 1; H-APCD with ``hybrid=True``).
 
@@ -267,6 +269,15 @@ def apcd(
         ``damping``, ``tol``, ``max_iterations`` for the mean-field part.
     visible, negative_phase, init_particles
         As in :func:`~ugm_infer.learn.sap`.
+    kernel
+        Transition operator of the model chains, any form :func:`~ugm_infer.learn.sap`
+        accepts; default block Gibbs with ``num_sweeps`` sweeps.
+    latent_kernel
+        Transition operator of the latent chains: ``None`` (block Gibbs on the latent
+        blocks, ``num_latent_steps`` sweeps) or a pair ``(init_fn, kernel_fn)`` for ONE
+        latent configuration ``{latent name: array}`` and the log-density
+        :math:`h \\mapsto -E(v, h)` (it must leave :math:`p(h \\mid v)` invariant; the
+        learner vmaps it over data and chains and runs it ``num_latent_steps`` times).
 
     Returns
     -------
@@ -323,16 +334,23 @@ def apcd(
     negative = resolve_negative_phase(model, visible, negative_phase)
     kernel = LazyKernel(
         model,
-        None,
+        kernel,
         default=lambda params: (gibbs_init, gibbs_build_kernel(model, "block", num_sweeps, params=params)),
     )
-    latent_kernel: dict[str, Callable] = {}
+    built_latent: dict[str, Any] = {}
+    if latent_kernel is not None:
+        if not (isinstance(latent_kernel, (tuple, list)) and len(latent_kernel) == 2 and all(map(callable, latent_kernel))):
+            raise TypeError(
+                "`latent_kernel` must be None or a pair (init_fn, kernel_fn) acting on one latent configuration; "
+                f"got {latent_kernel!r}"
+            )
+        built_latent["pair"] = tuple(latent_kernel)
 
     def get_latent_kernel(params):
-        if "k" not in latent_kernel:
+        if "pair" not in built_latent:
             cond = conditional_model(model, visible, params, "block")
-            latent_kernel["k"] = gibbs_build_kernel(cond, "block", num_latent_steps)
-        return latent_kernel["k"]
+            built_latent["pair"] = (gibbs_init, gibbs_build_kernel(cond, "block", num_latent_steps))
+        return built_latent["pair"]
 
     if model.has_structure:
         get_latent_kernel(None)
@@ -385,7 +403,8 @@ def apcd(
 
     def e_step(rng_key, state: APCDState, params, batch, ids, mf_means):
         """Advance the batch's latent chains and update their running estimates."""
-        lat_kernel = get_latent_kernel(params)
+        lat_init, lat_kernel = get_latent_kernel(params)
+        repeats = 1 if latent_kernel is None else num_latent_steps
         chains = {n: state.latent_chains[n][ids] for n in latent}  # (B, M, ...)
         visits = state.visits[ids] + 1
         size = ids.shape[0]
@@ -409,8 +428,11 @@ def apcd(
             def logdensity(hh):
                 return -model.energy(params, {**v, **hh})
 
-            gstate, _ = lat_kernel(key, gibbs_init(h, logdensity), logdensity)
-            return gstate.position
+            def body(ks, k):
+                return lat_kernel(k, ks, logdensity)[0], None
+
+            ks, _ = jax.lax.scan(body, lat_init(h, logdensity), jax.random.split(key, repeats))
+            return ks.position
 
         keys = jax.random.split(key_move, size * num_chains).reshape(size, num_chains)
         chains = jax.vmap(lambda ks, v, hs: jax.vmap(lambda k, h: move_one(k, v, h))(ks, hs))(keys, batch, chains)
