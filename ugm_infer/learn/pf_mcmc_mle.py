@@ -169,7 +169,11 @@ def pf_mcmc_mle(
         update (identical to :func:`~ugm_infer.learn.sap` with the same kernel and
         ``num_steps_per_update=num_rejuvenation_steps``).
     visible, positive_phase, negative_phase, init_particles
-        As in :func:`~ugm_infer.learn.sap`.
+        As in :func:`~ugm_infer.learn.sap`.  Given ``init_particles`` are taken as
+        draws from :math:`p(x;\\theta_0)` (uniform weights).  Without them the
+        particles are drawn uniformly and weighted by :math:`e^{-E(x;\\theta_0)}`
+        (an importance sample of :math:`p(x;\\theta_0)`), so that with a
+        non-flat :math:`\\theta_0` the first update resamples and rejuvenates.
 
     Returns
     -------
@@ -200,8 +204,19 @@ def pf_mcmc_mle(
         data = check_data(model, visible, data)
         key_particles, key_aux = jax.random.split(rng_key)
         kernel.get(params)
-        particles = model.random_state(key_particles, num_particles) if init_particles is None else dict(init_particles)
-        log_w = jnp.zeros((num_particles,)) if unit_weights else jnp.full((num_particles,), log_uniform)
+        if init_particles is None:
+            particles = model.random_state(key_particles, num_particles)
+        else:
+            particles = dict(init_particles)
+        if unit_weights:
+            log_w = jnp.zeros((num_particles,))
+        elif init_particles is None:
+            # Alg. 2 starts from draws of p(x; theta_0); uniform draws are an importance
+            # sample of it with weights exp(-E(x; theta_0)) -- uniform only when theta_0
+            # gives a flat model.  A low ESS then triggers resample + rejuvenate at once.
+            log_w = normalize_log_weights(-model.energies(params, particles))
+        else:
+            log_w = jnp.full((num_particles,), log_uniform)
         aux = positive.init(key_aux, params, data)
         return PFState(
             params, optimizer.init(params), particles, log_w, aux, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
