@@ -87,6 +87,12 @@ def sample(
     trace_fn
         Optional ``trace_fn(state, info) -> pytree`` recorded in ``infos`` instead of
         the raw info.
+
+    Notes
+    -----
+    Many devices: pass ``initial_position`` split across a mesh
+    (``ui.sharding.shard_chains(x0, mesh)``); the compiled run is partitioned by chain
+    and every output with a chain axis comes back split the same way.
     """
     _check_int(num_samples, "num_samples", 1)
     _check_int(num_warmup, "num_warmup", 0)
@@ -98,10 +104,23 @@ def sample(
         raise TypeError(f"`trace_fn` must be callable or None, got {type(trace_fn).__name__}")
     if not isinstance(keep_states, (bool, np.bool_)):
         raise TypeError(f"`keep_states` must be True or False, got {keep_states!r}")
-    if model is not None:
+    # a global array spanning several processes (jax.distributed) cannot be copied to
+    # this host: each process validates its own slice before building it (docs/scaling.md)
+    global_input = any(isinstance(x, jax.Array) and not x.is_fully_addressable for x in jax.tree.leaves(initial_position))
+    if model is not None and not global_input:
+        # host-side validation copies the arrays to one device: put a sharded input (see
+        # ugm_infer.sharding) back where the caller placed it, so the chains stay split
+        shardings = (
+            {n: x.sharding for n, x in initial_position.items() if isinstance(x, jax.Array) and len(x.devices()) > 1}
+            if isinstance(initial_position, dict)
+            else {}
+        )
         initial_position = model.validate_state(initial_position, batch_ndim=1, argname="initial_position")
+        initial_position = {n: jax.device_put(x, shardings[n]) if n in shardings else x for n, x in initial_position.items()}
         if params is not None:
             model.validate_params(params)
+    elif model is not None and params is not None:
+        model.validate_params(params)
     leaves = jax.tree.leaves(initial_position)
     if not leaves:
         raise ValueError("`initial_position` is empty")

@@ -153,8 +153,16 @@ def _build_run(
     num_mcmc_steps: int,
     target_ess: float | None,
     num_slots: int,
+    particle_sharding: Any = None,
 ) -> Callable:
     variables = model.variables
+
+    def place(particles):
+        # split the particle axis across devices (ugm_infer.sharding); under the vmap over
+        # replicates the constraint applies to the unbatched (N, *shape) leaves
+        if particle_sharding is None:
+            return particles
+        return jax.lax.with_sharding_constraint(particles, particle_sharding)
 
     def run(rng_key, params, log_probs, schedule):
         def logprior(x):
@@ -166,7 +174,7 @@ def _build_run(
         def one_replicate(key):
             key_init, key_smc = jax.random.split(key)
             x0 = _paths.sample_base(key_init, variables, log_probs, num_particles)
-            x0 = {n: x0[n] for n in variables}
+            x0 = place({n: x0[n] for n in variables})
             state = TemperedSMCState(x0, jnp.full((num_particles,), 1.0 / num_particles), jnp.zeros((), jnp.float32))
             nan = jnp.full((num_slots,), jnp.nan, jnp.float32)
 
@@ -186,6 +194,7 @@ def _build_run(
                     state, log_z, hist = carry
                     k, lam, i = inp
                     state, info = smc_kernel(k, state, num_mcmc_steps, lam, {})
+                    state = state._replace(particles=place(state.particles))
                     return (state, log_z + info.log_likelihood_increment, record(hist, i, state, info)), None
 
                 steps = schedule[1:]
@@ -206,7 +215,9 @@ def _build_run(
                     key, state, log_z, i, hist = carry
                     key, key_step = jax.random.split(key)
                     state, info = smc_kernel(key_step, state, num_mcmc_steps, {})
-                    state = state._replace(tempering_param=jnp.asarray(state.tempering_param, jnp.float32))
+                    state = state._replace(
+                        tempering_param=jnp.asarray(state.tempering_param, jnp.float32), particles=place(state.particles)
+                    )
                     return key, state, log_z + info.log_likelihood_increment, i + 1, record(hist, i, state, info)
 
                 _, state, log_z, num, hist = jax.lax.while_loop(
@@ -237,6 +248,7 @@ def tempered_smc(
     pseudo_count: float = 1.0,
     resampling: Any = "systematic",
     max_num_steps: int = 1000,
+    particle_sharding: Any = None,
 ) -> TemperedSMCResult:
     r"""Estimate :math:`\log Z` by tempered SMC from a base distribution to :math:`e^{-E}`.
 
@@ -280,6 +292,12 @@ def tempered_smc(
         :mod:`blackjax.smc.resampling`) or a callable with their signature.
     max_num_steps
         Cap on adaptive steps (a replicate that has not reached 1 raises ``RuntimeError``).
+    particle_sharding
+        Optional :class:`jax.sharding.NamedSharding` for the particle axis of each
+        replicate, e.g. ``ui.sharding.chain_sharding(ui.sharding.chain_mesh())``:
+        the particles are split across the devices of the mesh (``num_particles``
+        a multiple of their number) and XLA partitions the moves, the weights' sums
+        and the resampling gathers.  Default: one device.
 
     Returns
     -------
@@ -308,6 +326,11 @@ def tempered_smc(
     num_mcmc_steps = _paths.check_positive_int(num_mcmc_steps, "num_mcmc_steps")
     max_num_steps = _paths.check_positive_int(max_num_steps, "max_num_steps")
     resampling_fn = _resolve_resampling(resampling)
+    if particle_sharding is not None and not isinstance(particle_sharding, jax.sharding.Sharding):
+        raise TypeError(
+            "`particle_sharding` must be a jax.sharding.Sharding (e.g. ui.sharding.chain_sharding(mesh)) or None, "
+            f"got {type(particle_sharding).__name__}"
+        )
     if schedule is None:
         try:
             target = float(target_ess)
@@ -349,9 +372,19 @@ def tempered_smc(
             num_mcmc_steps,
             target,
             num_slots,
+            particle_sharding,
         ),
         lambda: _build_run(
-            model, kernel, kernel_init, resampling_fn, num_particles, num_replicates, num_mcmc_steps, target, num_slots
+            model,
+            kernel,
+            kernel_init,
+            resampling_fn,
+            num_particles,
+            num_replicates,
+            num_mcmc_steps,
+            target,
+            num_slots,
+            particle_sharding,
         ),
     )
     log_z, num, final_lam, (lams, esss, incs), particles, weights = run(rng_key, params, log_probs, jnp.asarray(sched))
