@@ -12,6 +12,7 @@ exact posterior variances.  Learners: exact log-likelihood before and after.
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -175,7 +176,7 @@ def test_apcd_estep_running_means_converge_to_exact_posterior():
     params = _grid_params(model, 0.8, 0.6, jvv=0.3, bias=[0.2, -0.3, 0.1, 0.0, 0.4, -0.2])
     rows = jnp.array([[1.0, 1.0, 1.0, 1.0], [1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, -1.0], [-1.0, -1.0, 1.0, 1.0]])
     data = {"v": jnp.concatenate([rows, rows])}  # duplicates share one per-datum state
-    num_chains, num_steps = 8, 400
+    num_chains, num_steps = 8, 250
     learner = apcd(model, optax.sgd(0.0), 10, num_chains_per_datum=num_chains)  # params frozen
     state = learner.init(jax.random.key(0), params, data)
     assert state.visits.shape == (4,)
@@ -228,7 +229,7 @@ def _run(learner, params, data, num_steps, seed=0):
     return go(state, jax.random.key(seed + 1))
 
 
-def test_mfpcd_apcd_and_h_apcd_increase_exact_likelihood():
+def test_h_apcd_on_a_dbm_increases_exact_likelihood():
     sizes = (4, 2, 2)
     model = dbm(sizes)
     true = _dbm_params(sizes, 5, scale=2.0)
@@ -240,20 +241,76 @@ def test_mfpcd_apcd_and_h_apcd_increase_exact_likelihood():
 
     start, best = ll(p0), ll(true)
     opt = optax.sgd(ui.learn.robbins_monro(5.0, 50.0))
-    results = {}
-    for name, learner in [
-        ("mfpcd", mfpcd(model, opt, 100)),
-        ("apcd", apcd(model, opt, 100, num_chains_per_datum=2)),
-        ("h_apcd", apcd(model, opt, 100, statistics="latent", num_chains_per_datum=2, hybrid=True, num_steps=300)),
-    ]:
-        state, infos = _run(learner, p0, data, 300)
-        results[name] = ll(state.params)
-        if name == "h_apcd":
-            w = np.asarray(infos.apcd_weight)
-            assert np.all(w[:150] == 0) and w[-1] > 0.99 and np.all(np.diff(w) >= 0)
-    # each closes at least half of the gap between the start and the data-generating params
-    for name, value in results.items():
-        assert value > start + 0.5 * (best - start), (name, value, start, best)
+    learner = apcd(model, opt, 100, statistics="latent", num_chains_per_datum=2, hybrid=True, num_steps=300)
+    state, infos = _run(learner, p0, data, 300)
+    w = np.asarray(infos.apcd_weight)
+    assert np.all(w[:150] == 0) and w[-1] > 0.99 and np.all(np.diff(w) >= 0)
+    # closes at least half of the gap between the start and the data-generating params
+    assert ll(state.params) > start + 0.5 * (best - start), (ll(state.params), start, best)
+
+
+class _ExactState(NamedTuple):
+    position: dict
+
+
+def _exact_kernel(variables):
+    """Independence kernel proposing from the target itself (enumeration): invariant, one-step exact."""
+    names = list(variables)
+    sizes = [variables[n].size for n in names]
+    configs = jnp.asarray(np.array(list(itertools.product(variables[names[0]].values, repeat=sum(sizes))), np.float32))
+
+    def split(c):
+        out, off = {}, 0
+        for n, s in zip(names, sizes):
+            out[n] = c[off : off + s].astype(variables[n].dtype)
+            off += s
+        return out
+
+    def init(position, logdensity_fn):
+        del logdensity_fn
+        return _ExactState(position)
+
+    def kernel(rng_key, state, logdensity_fn):
+        del state
+        logp = jax.vmap(lambda c: logdensity_fn(split(c)))(configs)
+        return _ExactState(split(configs[jax.random.categorical(rng_key, logp)])), ()
+
+    return init, kernel
+
+
+def test_apcd_beats_mfpcd_when_hidden_units_are_strongly_coupled():
+    """The case: a 3x3 spin grid whose middle row (3 units) is hidden, zero biases,
+    hidden-hidden couplings 4 and visible-hidden couplings 0.8, no visible-visible ones.
+    The hidden row is a strongly coupled switch that carries the correlations between
+    the top and bottom rows; given v its posterior is bimodal (all +1 or all -1), which
+    a factorised q cannot represent.  Mean-field learning climbs the bound
+    log p(v) - KL(q || p(h|v)) and lowers the hidden couplings (to about 0.6) to shrink
+    the KL; its optimum, found deterministically (Adam on the bound with the exact log Z,
+    from small random and from the true parameters alike), has an average LL of -3.587 on
+    these data, against -3.460 at the MLE (exact ML).  Both learners use the same
+    invariant kernel for every chain -- exact draws by enumeration, so that only the E
+    step differs (block Gibbs would not cross between the two modes at this coupling,
+    which biases both learners' chains alike) -- and the same optimizer.  Measured
+    (1500 updates, 3 seeds): APCD -3.464 / -3.469 / -3.466, MF-PCD -3.578 / -3.588 /
+    -3.577.
+    """
+    model = grid_hidden(3, 3, [3, 4, 5], domain="spin")
+    true = _grid_params(model, 4.0, 0.8)
+    data = {"v": ui.exact.sample(jax.random.key(100), model, true, 400)["v"]}
+    p0 = model.init_params(jax.random.key(7), 0.1)
+
+    def ll(p):
+        return float(ui.exact.average_log_likelihood(model, p, data))
+
+    num_steps = 1500
+    opt = optax.adam(optax.linear_schedule(0.05, 0.005, num_steps))
+    full, latent = _exact_kernel(model.variables), _exact_kernel({"h": model.variables["h"]})
+    ll_apcd = ll(_run(apcd(model, opt, 100, kernel=full, latent_kernel=latent), p0, data, num_steps)[0].params)
+    ll_mf = ll(_run(mfpcd(model, opt, 100, kernel=full), p0, data, num_steps)[0].params)
+    ll_true, ll_start = ll(true), ll(p0)
+    assert ll_mf > ll_start + 0.3 and ll_apcd > ll_start + 0.3  # both learn
+    assert ll_apcd > ll_true - 0.02, (ll_apcd, ll_true)  # APCD reaches the likelihood of the truth
+    assert ll_apcd > ll_mf + 0.05, (ll_apcd, ll_mf)  # mean field stays at its bound's optimum
 
 
 # ----------------------------------------------------------------------------------

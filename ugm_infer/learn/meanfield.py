@@ -254,6 +254,7 @@ def mfpcd(
     visible: Any = None,
     negative_phase: str = "energy",
     init_particles: dict | None = None,
+    kernel: Any = None,
 ):
     """Mean-field persistent contrastive divergence (Salakhutdinov and Hinton 2009, Algorithm 1).
 
@@ -277,6 +278,10 @@ def mfpcd(
         Block-Gibbs sweeps of the persistent chains per update.
     damping, tol, max_iterations
         Mean-field solver settings (:func:`mean_field`).
+    kernel
+        Optional transition operator of the persistent chains in any form
+        :func:`~ugm_infer.learn.sap` accepts (then ``num_sweeps`` is unused); default
+        block Gibbs with ``num_sweeps`` sweeps.
 
     Returns
     -------
@@ -308,7 +313,7 @@ def mfpcd(
 
     return sap(
         model,
-        _Gibbs,
+        _Gibbs if kernel is None else kernel,
         optimizer,
         num_particles,
         visible=visible,
