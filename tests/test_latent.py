@@ -50,8 +50,8 @@ def _grid_params(model, jhh, jvh, jvv=0.0, bias=None):
     return {"w": jnp.asarray(w), "b": jnp.asarray(b)}
 
 
-def _posterior(model, params, v):
-    """Exact p(h | v) over all latent configurations (numpy), and those configurations."""
+def _posterior(model, params, v, beta=1.0):
+    """Exact p(h | v) (at inverse temperature ``beta``) over all latent configurations, and those."""
     latent = [n for n in model.variables if n != "v"]
     doms = [model.variables[n] for n in latent]
     sizes = [d.size for d in doms]
@@ -61,7 +61,7 @@ def _posterior(model, params, v):
         hs[n] = jnp.asarray(configs[:, off : off + s])
         off += s
     e = np.asarray(jax.vmap(lambda h: model.energy(params, {"v": jnp.asarray(v), **h}))(hs), np.float64)
-    p = np.exp(-(e - e.min()))
+    p = np.exp(-beta * (e - e.min()))
     return p / p.sum(), hs
 
 
@@ -176,7 +176,7 @@ def test_apcd_estep_running_means_converge_to_exact_posterior():
     params = _grid_params(model, 0.8, 0.6, jvv=0.3, bias=[0.2, -0.3, 0.1, 0.0, 0.4, -0.2])
     rows = jnp.array([[1.0, 1.0, 1.0, 1.0], [1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, -1.0], [-1.0, -1.0, 1.0, 1.0]])
     data = {"v": jnp.concatenate([rows, rows])}  # duplicates share one per-datum state
-    num_chains, num_steps = 8, 250
+    num_chains, num_steps = 32, 250
     learner = apcd(model, optax.sgd(0.0), 10, num_chains_per_datum=num_chains)  # params frozen
     state = learner.init(jax.random.key(0), params, data)
     assert state.visits.shape == (4,)
@@ -191,6 +191,7 @@ def test_apcd_estep_running_means_converge_to_exact_posterior():
     ids = np.asarray(state.row_to_unique)
     # exact E[-dE/dtheta | v] per row, and its posterior variance (for the tolerance)
     a_last = float(power_decay()(num_steps))
+    worst, power = 0.0, 0.0
     for r in range(4):
         post, hs = _posterior(model, params, rows[r])
         grads = jax.vmap(lambda h, v=rows[r]: jax.grad(lambda p: -model.energy(p, {"v": v, **h}))(params))(hs)
@@ -203,7 +204,11 @@ def test_apcd_estep_running_means_converge_to_exact_posterior():
             # variance for the autocorrelation of one Gibbs sweep per visit; 6 sd
             tol = 6 * np.sqrt(3 * a_last / (2 - a_last) * var / num_chains) + 1e-4
             assert np.all(np.abs(est - mean) <= tol), (r, key, est, mean, tol)
-            # the test has power: the estimate is far from the prior-free guess "field at zero"
+            worst = max(worst, float(np.max(np.abs(est - mean) / tol)))
+            wrong = _posterior(model, params, rows[r], beta=0.5)[0] @ g  # a sampler at the wrong temperature
+            power = max(power, float(np.max(np.abs(est - wrong) / tol)))
+    print(f"APCD E step: largest |error| / tolerance = {worst:.2f}; against beta = 0.5: {power:.2f}")
+    assert power > 1.0  # the tolerance is tight enough to reject the posterior at beta = 0.5
     # and it is not the mean-field answer where that is off (the grid's hidden pair is coupled)
     mu, _ = mean_field(model)(params, {"v": rows[1]})
     mf_hh = float(mu["h"][0] * mu["h"][1])
