@@ -247,11 +247,14 @@ def test_h_apcd_on_a_dbm_increases_exact_likelihood():
     start, best = ll(p0), ll(true)
     opt = optax.sgd(ui.learn.robbins_monro(5.0, 50.0))
     learner = apcd(model, opt, 100, statistics="latent", num_chains_per_datum=2, hybrid=True, num_steps=300)
-    state, infos = _run(learner, p0, data, 300)
-    w = np.asarray(infos.apcd_weight)
-    assert np.all(w[:150] == 0) and w[-1] > 0.99 and np.all(np.diff(w) >= 0)
+    # through ui.fit: shuffled minibatches of 50 rows, matched to their per-datum state by the hash lookup
+    res = ui.fit(learner, jax.random.key(2), data, params=p0, num_epochs=75, batch_size=50, progress=False, eval_every=75)
+    w = np.asarray(res.history["steps"]["apcd_weight"])
+    assert w.shape == (300,) and np.all(w[:150] == 0) and w[-1] > 0.99 and np.all(np.diff(w) >= 0)
+    visits = np.asarray(res.state.visits)
+    assert visits.sum() > 0 and visits.max() <= 150  # only the APCD half visits; at most once per step
     # closes at least half of the gap between the start and the data-generating params
-    assert ll(state.params) > start + 0.5 * (best - start), (ll(state.params), start, best)
+    assert ll(res.params) > start + 0.5 * (best - start), (ll(res.params), start, best)
 
 
 class _ExactState(NamedTuple):
