@@ -7,6 +7,7 @@ user-chosen trace (positions, energies, infos) every ``thin`` steps after warm-u
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -129,21 +130,51 @@ def sample(
             "`initial_position` needs a leading chain axis of the same length on every variable, got shapes "
             f"{jax.tree.map(jnp.shape, initial_position)}"
         )
-    num_chains = jnp.shape(leaves[0])[0]
-    trace = trace_fn or (lambda state, info: info)
-    energy = None
-    if model is not None and params is not None:
+    with_energy = model is not None and params is not None
+    run = _compiled_run(algorithm, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn)
+    final, (states, energies, infos) = run(rng_key, initial_position, params if with_energy else None)
+    return SampleResult(states, energies, infos, final)
 
-        def energy(pos):
-            # parallel tempering keeps a replica axis in front of each variable: the sample
-            # is the beta = 1 replica, the last one
-            name = next(iter(model.variables))
-            if jnp.ndim(pos[name]) == len(model.variables[name].shape) + 1:
-                pos = jax.tree.map(lambda x: x[-1], pos)
-            return model.energy(params, pos)
+
+# Compiled runs, reused by later calls with the same algorithm object and settings (a
+# fresh closure per call would make every ``ui.sample`` call recompile). Bounded LRU:
+# it keeps the algorithm's functions alive, so old entries are dropped.
+_RUN_CACHE: OrderedDict = OrderedDict()
+_RUN_CACHE_SIZE = 32
+
+
+def _compiled_run(algorithm, model, num_samples, num_warmup, thin, keep_states, trace_fn):
+    key = (algorithm.init, algorithm.step, model, num_samples, num_warmup, thin, bool(keep_states), trace_fn)
+    try:
+        run = _RUN_CACHE.pop(key)
+    except (KeyError, TypeError):  # TypeError: an unhashable piece; build without caching
+        run = None
+    if run is None:
+        run = _build_run(algorithm, model, num_samples, num_warmup, thin, keep_states, trace_fn)
+    try:
+        _RUN_CACHE[key] = run
+        while len(_RUN_CACHE) > _RUN_CACHE_SIZE:
+            _RUN_CACHE.popitem(last=False)
+    except TypeError:
+        pass
+    return run
+
+
+def _build_run(algorithm, model, num_samples, num_warmup, thin, keep_states, trace_fn):
+    """The jitted ``run(rng_key, position, params)``; ``params`` only feeds the recorded energies."""
+    trace = trace_fn or (lambda state, info: info)
+
+    def energy(params, pos):
+        # parallel tempering keeps a replica axis in front of each variable: the sample
+        # is the beta = 1 replica, the last one
+        name = next(iter(model.variables))
+        if jnp.ndim(pos[name]) == len(model.variables[name].shape) + 1:
+            pos = jax.tree.map(lambda x: x[-1], pos)
+        return model.energy(params, pos)
 
     @jax.jit
-    def run(rng_key, position):
+    def run(rng_key, position, params):
+        num_chains = jnp.shape(jax.tree.leaves(position)[0])[0]
         states = jax.vmap(algorithm.init)(position)
         step = jax.vmap(algorithm.step)
 
@@ -158,7 +189,7 @@ def sample(
                 (state, info), _ = jax.lax.scan(advance, (state, info), keys[1:])
             out = (
                 state.position if keep_states else None,
-                jax.vmap(energy)(state.position) if energy is not None else None,
+                jax.vmap(lambda pos: energy(params, pos))(state.position) if model is not None else None,
                 trace(state, info),
             )
             return state, out
@@ -175,5 +206,4 @@ def sample(
         outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
         return final, outs
 
-    final, (states, energies, infos) = run(rng_key, initial_position)
-    return SampleResult(states, energies, infos, final)
+    return run
