@@ -164,26 +164,16 @@ def _layer(W: jax.Array, b: jax.Array, x: jax.Array, p: jax.Array, xi: jax.Array
     """
     log_1m = jnp.log1p(-p)
     logit = jnp.log(p) - log_1m
-    ez = b + W @ p
-    out = []
-    for a in (-xi, 1.0 - xi):
-        X = a[:, None] * W
-        u = logit[None, :] + X
-        log_m = a * b + jnp.sum(log_1m) + jnp.sum(jax.nn.softplus(u), axis=-1)
-        r = jax.nn.sigmoid(u)
-        Xp, Xn = jnp.maximum(X, 0.0), jnp.minimum(X, 0.0)
-        # d/dp_j ln(1 - p_j + p_j e^X) = (e^X - 1) / (1 - p_j + p_j e^X), overflow-free
-        g = jnp.where(
-            X > 0,
-            -jnp.expm1(-Xp) / (p[None, :] + (1 - p[None, :]) * jnp.exp(-Xp)),
-            jnp.expm1(Xn) / (1 - p[None, :] + p[None, :] * jnp.exp(Xn)),
-        )
-        out.append((log_m, r, g))
-    (log_a, r_a, g_a), (log_b, r_b, g_b) = out
-    w_a = jax.nn.sigmoid(log_a - log_b)[:, None]
-    term = jnp.sum((x - xi) * ez - jnp.logaddexp(log_a, log_b))
-    d_xi = jnp.sum(W * (w_a * r_a + (1 - w_a) * r_b - p[None, :]), axis=-1)
-    d_p = (x - xi) @ W - jnp.sum(w_a * g_a + (1 - w_a) * g_b, axis=0)
+    a = jnp.stack([-xi, 1.0 - xi])  # (2, n): the two exponents of the xi bound
+    u = logit + a[:, :, None] * W  # (2, n, m)
+    log_m = a * b + jnp.sum(log_1m) + jnp.sum(jax.nn.softplus(u), axis=-1)  # ln <e^{a z}>
+    weights = jax.nn.softmax(log_m, axis=0)
+    # posterior-weighted r: d/da ln <e^{a z_i}> = b_i + sum_j W_ij r_ij
+    r_bar = jnp.sum(weights[:, :, None] * jax.nn.sigmoid(u), axis=0) - p
+    term = jnp.sum((x - xi) * (b + W @ p) - jax.nn.logsumexp(log_m, axis=0))
+    d_xi = jnp.sum(W * r_bar, axis=-1)
+    # d/dp_j ln(1 - p_j + p_j e^X) = (e^X - 1) / (1 - p_j + p_j e^X) = (r - p_j) / (p_j (1 - p_j))
+    d_p = (x - xi) @ W - jnp.sum(r_bar, axis=0) / (p * (1 - p))
     return term, d_xi, d_p
 
 
