@@ -29,10 +29,12 @@ positive phases (the data term with latent variables) in
 :mod:`ugm_infer.learn.phases`.
 """
 
+from ugm_infer.learn.apcd import APCDInfo, APCDState, apcd, power_decay
 from ugm_infer.learn.base import Learner
 from ugm_infer.learn.cd import CDInfo, CDState, cd
 from ugm_infer.learn.exact_ml import ExactMLInfo, ExactMLState, exact_average_log_likelihood, exact_ml
 from ugm_infer.learn.mcmc_mle import MCMCMLEInfo, MCMCMLEState, mcmc_mle
+from ugm_infer.learn.meanfield import MeanFieldInfo, mean_field, mean_field_positive_phase, mfpcd
 from ugm_infer.learn.pf_mcmc_mle import PFInfo, PFState, pf_mcmc_mle
 from ugm_infer.learn.phases import PositivePhase, free_energy_positive_phase, mc_positive_phase
 from ugm_infer.learn.pseudo_likelihood import (
@@ -57,6 +59,14 @@ from ugm_infer.learn.tempered import (
 smc = smc_learner  # the name in ARCHITECTURE.md
 
 __all__ = [
+    "APCDInfo",
+    "APCDState",
+    "MeanFieldInfo",
+    "apcd",
+    "mean_field",
+    "mean_field_positive_phase",
+    "mfpcd",
+    "power_decay",
     "MCMCMLEInfo",
     "MCMCMLEState",
     "mcmc_mle",

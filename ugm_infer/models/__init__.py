@@ -39,6 +39,8 @@ Lattice helpers: :func:`lattice_edges` (row-major site numbering),
 :func:`checkerboard_blocks`, :func:`lattice_colors`.
 """
 
+from ugm_infer.models.dbm import DBM, dbm
+from ugm_infer.models.grid_hidden import GridHidden, grid_hidden, random_grid_hidden
 from ugm_infer.models.ising import Ising, boltzmann_machine, ising
 from ugm_infer.models.lattice import (
     CRITICAL_COUPLING,
@@ -53,6 +55,11 @@ from ugm_infer.models.rbm import RBM, SemiRBM, rbm, semi_rbm
 
 __all__ = [
     "CRITICAL_COUPLING",
+    "DBM",
+    "GridHidden",
+    "dbm",
+    "grid_hidden",
+    "random_grid_hidden",
     "RBM",
     "Ising",
     "LatticeIsing",
