@@ -96,7 +96,15 @@ def make_learner(name: str, model, args):
     opt = optimizer(args.lr, args.decay_b)
     s, n = args.num_particles, args.sweeps
     if name == "PF":
-        return ui.learn.pf_mcmc_mle(model, None, opt, s, ess_threshold=args.ess_threshold, num_rejuvenation_steps=n)
+        return ui.learn.pf_mcmc_mle(
+            model,
+            None,
+            opt,
+            s,
+            ess_threshold=args.ess_threshold,
+            num_rejuvenation_steps=n,
+            num_burnin_steps=args.burnin,
+        )
     if name == "PCD":
         return ui.learn.pcd(model, opt, num_particles=s, num_sweeps=n)
     if name == "MCMC-MLE":
@@ -197,6 +205,7 @@ def run(args) -> dict:
             "num_particles": args.num_particles,
             "sweeps": args.sweeps,
             "ess_threshold": args.ess_threshold,
+            "pf_burnin": args.burnin,
             "mle_sweeps": args.mle_sweeps,
             "max_inner": args.max_inner,
             "grad_threshold": args.grad_threshold,
@@ -276,6 +285,7 @@ def parse_args(argv=None):
     p.add_argument("--num-particles", type=int, default=100, help="S")
     p.add_argument("--sweeps", type=int, default=5, help="n: Gibbs sweeps of PF's rejuvenation and of PCD-n")
     p.add_argument("--ess-threshold", type=float, default=0.9, help="PF resamples when ESS < this * S")
+    p.add_argument("--burnin", type=int, default=100, help="PF: Gibbs sweeps at theta_0 before the first update")
     p.add_argument("--mle-sweeps", type=int, default=50, help="MCMC-MLE: Gibbs sweeps at the start of a round")
     p.add_argument("--max-inner", type=int, default=10, help="MCMC-MLE: most updates per round")
     p.add_argument("--grad-threshold", type=float, default=1e-3, help="MCMC-MLE: L1 gradient norm ending a round")

@@ -1,12 +1,14 @@
-"""Regression test: ``pf_mcmc_mle`` starts from an importance sample of p(x; theta_0).
+"""Regression test: ``pf_mcmc_mle`` starts from MCMC draws of p(x; theta_0) (Alg. 2, line 1).
 
-Before the fix, ``init`` drew the particles uniformly and gave them *uniform* weights,
+Before the fix, ``init`` drew the particles uniformly and gave them uniform weights,
 i.e. treated uniform draws as draws from :math:`p(x;\\theta_0)` whatever
-:math:`\\theta_0`.  The ESS of uniform weights is ``S``, so no update resampled or
-rejuvenated until the parameter trail itself lowered the ESS, and from a peaked
+:math:`\\theta_0`.  The ESS of uniform weights is ``S``, so no update rejuvenated until
+the parameter trail itself lowered the ESS; from a peaked
 :math:`\\theta_0 \\sim \\mathcal N(0, 1)` on 15 spins the learner stayed at a test
 log-likelihood of -27 for 1000 updates (examples/vbm_particle_filter.py, init 0).
-Now the uniform draws carry the importance weights :math:`e^{-E(x;\\theta_0)}`.
+Now ``init`` moves the uniform draws by ``num_burnin_steps`` kernel steps at
+:math:`\\theta_0`: with enough steps the particles are independent draws of
+:math:`p(x;\\theta_0)`, which a chi-square test against exact enumeration checks.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
+from stat_utils import assert_distribution_differs, assert_distribution_matches, state_index
 
 import ugm_infer as ui
 from ugm_infer.models.ising import ising
@@ -30,39 +34,41 @@ def _peaked_params(seed=0):
     return {"W": jnp.asarray(upper + upper.T, jnp.float32), "h": jnp.asarray(rng.normal(size=N_SPINS), jnp.float32)}
 
 
-def test_initial_weights_are_an_importance_sample_of_p_theta0():
-    model = ising(N_SPINS)
-    params = _peaked_params()
-    num = 20000
-    learner = ui.learn.pf_mcmc_mle(model, None, optax.sgd(0.01), num)
-    state = learner.init(jax.random.key(0), params)
-    x = np.asarray(state.particles["s"], np.float64)
-    w = np.exp(np.asarray(state.log_weights, np.float64))
-    np.testing.assert_allclose(w.sum(), 1.0, rtol=1e-4)
-    # exact E[x_i] under theta_0 by enumerating the 32 states
+def _exact_probs(model, params):
     configs = {"s": jnp.asarray(list(itertools.product([-1.0, 1.0], repeat=N_SPINS)), jnp.float32)}
     log_p = -np.asarray(model.energies(params, configs), np.float64)
     p = np.exp(log_p - log_p.max())
-    p /= p.sum()
-    exact_mean = p @ np.asarray(configs["s"], np.float64)
-    assert np.abs(exact_mean).max() > 0.3  # theta_0 is far from flat: uniform weights would be wrong
-    estimate = w @ x
-    # self-normalised IS standard error of each coordinate: sqrt(sum_j w_j^2 (x_j - mean)^2)
-    se = np.sqrt((w[:, None] ** 2 * (x - estimate) ** 2).sum(0))
-    assert np.all(np.abs(estimate - exact_mean) < 5 * se + 1e-6), (estimate, exact_mean, se)
-    # the old behaviour (uniform weights) is rejected by the same bound
-    uniform_mean = x.mean(0)
-    assert np.any(np.abs(uniform_mean - exact_mean) > 5 * se)
+    probs = np.zeros(2**N_SPINS)
+    probs[state_index(configs, model)] = p / p.sum()
+    return probs
 
 
-def test_first_update_resamples_from_a_peaked_start_but_not_from_a_flat_one():
+def test_initial_particles_are_draws_of_p_theta0():
     model = ising(N_SPINS)
-    learner = ui.learn.pf_mcmc_mle(model, None, optax.sgd(1e-4), 200)
-    batch = {"s": jnp.ones((4, N_SPINS), jnp.float32)}
-    step = jax.jit(learner.step)
-    for params, expect in ((_peaked_params(), True), (jax.tree.map(jnp.zeros_like, _peaked_params()), False)):
-        state = learner.init(jax.random.key(1), params)
-        _, info = step(jax.random.key(2), state, batch)
-        assert bool(info.resampled) is expect
-        if not expect:
-            np.testing.assert_allclose(float(info.ess), 200.0, rtol=1e-4)
+    params = _peaked_params()
+    num = 4000
+    # 400 block-Gibbs sweeps of 4000 independent chains (this theta_0 mixes slowly: after
+    # 30 sweeps the chi-square test still rejects; after 200 it no longer does)
+    learner = ui.learn.pf_mcmc_mle(model, None, optax.sgd(0.01), num, num_burnin_steps=400)
+    state = learner.init(jax.random.key(0), params)
+    np.testing.assert_allclose(np.asarray(state.log_weights), -np.log(num), rtol=1e-6)
+    probs = _exact_probs(model, params)
+    assert_distribution_matches(state_index(state.particles, model), probs, label="PF initial particles")
+    # the old initial particles (uniform draws, uniform weights) are rejected by the same test
+    uniform = model.random_state(jax.random.key(0), num)
+    assert_distribution_differs(state_index(uniform, model), probs, label="uniform draws")
+
+
+def test_init_particles_and_unit_weights_are_left_alone():
+    model = ising(N_SPINS)
+    params = _peaked_params()
+    given = model.random_state(jax.random.key(3), 16)
+    state = ui.learn.pf_mcmc_mle(model, None, None, 16, init_particles=given).init(jax.random.key(1), params)
+    np.testing.assert_array_equal(np.asarray(state.particles["s"]), np.asarray(given["s"]))
+    # unit weights (Alg. 3, PCD) keep sap's initial particles: uniform draws, no burn-in
+    pcd = ui.learn.pf_mcmc_mle(model, None, None, 16, unit_weights=True).init(jax.random.key(1), params)
+    sap = ui.learn.pcd(model, None, 16).init(jax.random.key(1), params)
+    np.testing.assert_array_equal(np.asarray(pcd.particles["s"]), np.asarray(sap.particles["s"]))
+    for bad in (0, -1, 2.5):
+        with pytest.raises((ValueError, TypeError), match="num_burnin_steps"):
+            ui.learn.pf_mcmc_mle(model, num_burnin_steps=bad)

@@ -141,6 +141,7 @@ def pf_mcmc_mle(
     positive_phase: Any = "auto",
     negative_phase: str = "auto",
     init_particles: dict | None = None,
+    num_burnin_steps: int | None = None,
 ) -> Learner:
     """Particle-filtered MCMC-MLE learner (Asuncion et al. 2010, Algorithm 2).
 
@@ -170,10 +171,11 @@ def pf_mcmc_mle(
         ``num_steps_per_update=num_rejuvenation_steps``).
     visible, positive_phase, negative_phase, init_particles
         As in :func:`~ugm_infer.learn.sap`.  Given ``init_particles`` are taken as
-        draws from :math:`p(x;\\theta_0)` (uniform weights).  Without them the
-        particles are drawn uniformly and weighted by :math:`e^{-E(x;\\theta_0)}`
-        (an importance sample of :math:`p(x;\\theta_0)`), so that with a
-        non-flat :math:`\\theta_0` the first update resamples and rejuvenates.
+        draws from :math:`p(x;\\theta_0)` as they are.  Without them (and without
+        ``unit_weights``), ``init`` draws the particles uniformly and moves them by
+        ``num_burnin_steps`` kernel steps at :math:`\\theta_0` (Alg. 2, line 1).
+    num_burnin_steps
+        Kernel steps of that initial run; default ``num_rejuvenation_steps``.
 
     Returns
     -------
@@ -186,6 +188,9 @@ def pf_mcmc_mle(
     num_particles = check_positive_int(num_particles, "num_particles")
     ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
     num_rejuvenation_steps = check_positive_int(num_rejuvenation_steps, "num_rejuvenation_steps")
+    num_burnin_steps = (
+        num_rejuvenation_steps if num_burnin_steps is None else check_positive_int(num_burnin_steps, "num_burnin_steps")
+    )
     weight_temperature = check_positive_float(weight_temperature, "weight_temperature")
     resample_fn = resolve_resampling(resampling)
     if not isinstance(unit_weights, bool):
@@ -210,12 +215,18 @@ def pf_mcmc_mle(
             particles = dict(init_particles)
         if unit_weights:
             log_w = jnp.zeros((num_particles,))
-        elif init_particles is None:
-            # Alg. 2 starts from draws of p(x; theta_0); uniform draws are an importance
-            # sample of it with weights exp(-E(x; theta_0)) -- uniform only when theta_0
-            # gives a flat model.  A low ESS then triggers resample + rejuvenate at once.
-            log_w = normalize_log_weights(-model.energies(params, particles))
         else:
+            if init_particles is None:
+                # Alg. 2 line 1: the particles start as MCMC draws from p(x; theta_0), not
+                # as uniform draws (those are draws of p(x; theta_0) only for a flat theta_0)
+                particles, _ = advance(
+                    kernel,
+                    jax.random.fold_in(key_particles, 1),
+                    particles,
+                    model.logdensity_fn(params),
+                    params,
+                    num_burnin_steps,
+                )
             log_w = jnp.full((num_particles,), log_uniform)
         aux = positive.init(key_aux, params, data)
         return PFState(
