@@ -14,7 +14,8 @@ connections to contrastive divergence*, ICML, section 4.2):
   training graphs does not exist;
 * 500 training graphs: the final states of those 500 long chains (independent);
 * three learners, each starting at the MPLE (:func:`ugm_infer.models.ergm.ergm_mple`),
-  with ``S`` particles moved by the O(n) edge-toggle Gibbs kernel
+  with the same ``S`` initial particles (``--particle-burn-in`` toggle sweeps at the
+  MPLE from the empty graph: draws at :math:`\theta_0`, Alg. 2 line 1), moved by the O(n) edge-toggle Gibbs kernel
   (:data:`ugm_infer.models.ergm.ergm_toggle`), full-batch updates through
   :func:`ugm_infer.fit` with the same optax optimizer (Adam, step
   ``lr * b / (b + t)``):
@@ -90,13 +91,21 @@ def draw_true_model(model, key, args):
     raise RuntimeError("no non-degenerate theta in 200 draws")
 
 
-def make_learner(name, model, args):
+def make_learner(name, model, args, init_particles):
     opt = optax.adam(ui.learn.robbins_monro(args.lr * args.decay_b, args.decay_b))
     s, n = args.num_particles, args.sweeps
     if name == "PF":
-        return ui.learn.pf_mcmc_mle(model, ergm_toggle, opt, s, ess_threshold=args.ess_threshold, num_rejuvenation_steps=n)
+        return ui.learn.pf_mcmc_mle(
+            model,
+            ergm_toggle,
+            opt,
+            s,
+            ess_threshold=args.ess_threshold,
+            num_rejuvenation_steps=n,
+            init_particles=init_particles,
+        )
     if name == "PCD":
-        return ui.learn.sap(model, ergm_toggle, opt, s, num_steps_per_update=n)
+        return ui.learn.sap(model, ergm_toggle, opt, s, num_steps_per_update=n, init_particles=init_particles)
     if name == "MCMC-MLE":
         return ui.learn.mcmc_mle(
             model,
@@ -106,6 +115,7 @@ def make_learner(name, model, args):
             num_mcmc_steps=args.mle_sweeps,
             grad_threshold=args.grad_threshold,
             max_inner_steps=args.max_inner,
+            init_particles=init_particles,
         )
     raise ValueError(f"unknown method {name!r}")
 
@@ -126,13 +136,19 @@ def run(args) -> dict:
             flush=True,
         )
         init_params = model.params_from_theta(mple.theta)
+        # every learner starts from the same particles: draws at the MPLE (Alg. 2, line 1)
+        key_fit, key_particles = jax.random.split(key_fit)
+        start = ergm_simulate(
+            model, key_particles, init_params, 1, num_chains=args.num_particles, burn_in=args.particle_burn_in
+        )
+        init_particles = {"y": start["y"][:, -1]}
 
         def eval_fn(params, theta=theta):
             return {"l1_error": float(np.abs(np.asarray(params["theta"], np.float64) - theta).sum())}
 
         curves = {}
         for name in args.methods:
-            learner = make_learner(name, model, args)
+            learner = make_learner(name, model, args, init_particles)
             res = ui.fit(
                 learner,
                 key_fit,
@@ -227,8 +243,9 @@ def main(argv=None):
     p.add_argument("--num-train", type=int, default=500)
     p.add_argument("--burn-in", type=int, default=None, help="sweeps of the data chains (default 1000, quick 100)")
     p.add_argument("--num-particles", type=int, default=100, help="S")
+    p.add_argument("--particle-burn-in", type=int, default=20, help="sweeps at the MPLE for the initial particles")
     p.add_argument("--sweeps", type=int, default=1, help="PF rejuvenation / PCD sweeps per update")
-    p.add_argument("--ess-threshold", type=float, default=0.5)
+    p.add_argument("--ess-threshold", type=float, default=0.9, help="PF resamples when ESS < this * S")
     p.add_argument("--mle-sweeps", type=int, default=20, help="MCMC-MLE: sweeps at the start of a round")
     p.add_argument("--max-inner", type=int, default=20)
     p.add_argument("--grad-threshold", type=float, default=0.05)

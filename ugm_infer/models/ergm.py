@@ -971,8 +971,9 @@ def ergm_mcmc_mle(
     burn_in: int = 200,
     thin: int = 5,
     max_iterations: int = 20,
+    min_iterations: int = 1,
     min_ess_fraction: float = 0.25,
-    t_tol: float = 0.1,
+    t_tol: float = 0.05,
 ) -> MCMCMLEResult:
     """MCMC maximum likelihood, iterated as statnet's ``ergm`` does.
 
@@ -993,7 +994,9 @@ def ergm_mcmc_mle(
     statnet's step-length control, Hummel et al. 2012).  Then :math:`\\theta_0` moves
     to the maximiser and the next iteration re-samples, until every t-ratio
     :math:`|\\bar g_{\\rm obs} - \\bar g_{\\rm sim}|_k / \\mathrm{sd}_k(g_{\\rm sim})` is
-    below ``t_tol`` (statnet's convergence check is a Hotelling test of the same
+    below ``t_tol`` and at least ``min_iterations`` Geyer-Thompson steps were taken
+    (default 1: even when the MPLE already matches the moments within ``t_tol``, one
+    step refines it; statnet's convergence check is a Hotelling test of the same
     difference).  Standard errors: the inverse Fisher information, estimated as the
     covariance of the statistics of the final sample (Hunter & Handcock 2006,
     section 3.3); statnet additionally adds an MCMC-error term, not included here.
@@ -1007,6 +1010,10 @@ def ergm_mcmc_mle(
     check_key(rng_key)
     y = _check_graphs(model, graphs)
     max_iterations = check_int(max_iterations, "max_iterations")
+    if isinstance(min_iterations, bool) or not isinstance(min_iterations, (int, np.integer)) or min_iterations < 0:
+        raise ValueError(f"`min_iterations` must be an int >= 0, got {min_iterations!r}")
+    if min_iterations > max_iterations:
+        raise ValueError(f"`min_iterations` ({min_iterations}) exceeds `max_iterations` ({max_iterations})")
     num_samples = check_int(num_samples, "num_samples")
     num_chains = check_int(num_chains, "num_chains")
     if num_samples % num_chains:
@@ -1039,7 +1046,7 @@ def ergm_mcmc_mle(
         diff = g_obs - stats.mean(0)
         tr = float(np.max(np.abs(diff) / np.maximum(sd, 1e-12)))
         tratios.append(tr)
-        if tr < t_tol:
+        if tr < t_tol and it > min_iterations:
             converged = True
             it -= 1
             break
