@@ -20,7 +20,7 @@ classes (minibatches drawn with replacement from each class).
 Usage::
 
     python examples/sbn_digits.py --quick --out results/sbn      # < 90 s on 2 CPU cores
-    python examples/sbn_digits.py --out results/sbn              # full settings
+    python examples/sbn_digits.py --out results/sbn              # default settings (about 10 min on 2 loaded CPU cores)
 """
 
 from __future__ import annotations
@@ -56,16 +56,16 @@ SETTINGS = {
         mnist_steps=30,
     ),
     "full": dict(
-        digits_layers=(64, 16, 4),
-        digits_steps=3000,
-        batch=32,
-        lr=0.01,
-        mf_iterations=20,
-        xi_iterations=16,
-        mnist_layers=(784, 16),
-        mnist_train=10000,
-        mnist_test=1000,
-        mnist_steps=3000,
+        digits_layers=(64, 16),
+        digits_steps=300,
+        batch=16,
+        lr=0.03,
+        mf_iterations=5,
+        xi_iterations=8,
+        mnist_layers=(784, 10),
+        mnist_train=2000,
+        mnist_test=500,
+        mnist_steps=200,
     ),
 }
 
