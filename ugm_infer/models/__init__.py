@@ -40,6 +40,17 @@ Lattice helpers: :func:`lattice_edges` (row-major site numbering),
 """
 
 from ugm_infer.models.dbm import DBM, dbm
+from ugm_infer.models.ergm import (
+    ERGM,
+    change_stats,
+    ergm,
+    ergm_mcmc_mle,
+    ergm_mple,
+    ergm_simulate,
+    ergm_toggle,
+    from_adjacency,
+    to_adjacency,
+)
 from ugm_infer.models.grid_hidden import GridHidden, grid_hidden, random_grid_hidden
 from ugm_infer.models.ising import Ising, boltzmann_machine, ising
 from ugm_infer.models.lattice import (
@@ -56,6 +67,15 @@ from ugm_infer.models.rbm import RBM, SemiRBM, rbm, semi_rbm
 __all__ = [
     "CRITICAL_COUPLING",
     "DBM",
+    "ERGM",
+    "change_stats",
+    "ergm",
+    "ergm_mcmc_mle",
+    "ergm_mple",
+    "ergm_simulate",
+    "ergm_toggle",
+    "from_adjacency",
+    "to_adjacency",
     "GridHidden",
     "dbm",
     "grid_hidden",
