@@ -45,6 +45,13 @@ from ugm_infer.learn.pseudo_likelihood import (
 )
 from ugm_infer.learn.psmc import PSMCInfo, PSMCState, SMCLearnerInfo, SMCLearnerState, psmc, smc_learner
 from ugm_infer.learn.sap import AlternateInfo, SAPInfo, SAPState, pcd, sap
+from ugm_infer.learn.sbn_meanfield import (
+    SBNBound,
+    SBNMeanFieldInfo,
+    SBNMeanFieldState,
+    mean_field_bound,
+    mean_field_learner,
+)
 from ugm_infer.learn.schedules import constant_then_robbins_monro, robbins_monro, sgd
 from ugm_infer.learn.tempered import (
     Alternate,
@@ -59,6 +66,11 @@ from ugm_infer.learn.tempered import (
 smc = smc_learner  # the name in ARCHITECTURE.md
 
 __all__ = [
+    "SBNBound",
+    "SBNMeanFieldInfo",
+    "SBNMeanFieldState",
+    "mean_field_bound",
+    "mean_field_learner",
     "APCDInfo",
     "APCDState",
     "MeanFieldInfo",

@@ -63,10 +63,13 @@ from ugm_infer.models.lattice import (
 )
 from ugm_infer.models.potts import Potts, lattice_potts, potts
 from ugm_infer.models.rbm import RBM, SemiRBM, rbm, semi_rbm
+from ugm_infer.models.sbn import SigmoidBeliefNet, sigmoid_belief_net
 
 __all__ = [
     "CRITICAL_COUPLING",
     "DBM",
+    "SigmoidBeliefNet",
+    "sigmoid_belief_net",
     "ERGM",
     "change_stats",
     "ergm",
