@@ -111,6 +111,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--only", default=None, help="run only cases whose label contains this string")
+    parser.add_argument("--rbm-sweeps", type=int, default=20, help="sweeps per timed call for the RBM case")
     parser.add_argument("--out", default="benchmarks/results/bench_thrml.json")
     args = parser.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 5)
@@ -122,7 +123,7 @@ def main(argv=None):
             ("lattice", 128, 32, 40),
             ("lattice", 512, 1, 40),
             ("lattice", 512, 32, 8),
-            ("rbm", (784, 500), 100, 20),
+            ("rbm", (784, 500), 100, args.rbm_sweeps),
         ]
 
     rows = []
