@@ -26,8 +26,9 @@ Writes ``results.json`` and ``dbm_mnist.png`` (test LL against updates) into ``-
 ``--quick`` (< 90 s): 784-8-16 on 300 digits, 200 updates.  The paper's full
 configuration (not run here: 784-500-1000 on 60,000 digits, with the per-datum latent
 state of H-APCD at 60000 x 1500 floats and AIS for evaluation) is
-``--sizes 784 500 1000 --train 60000 --exact-eval 0`` (this script's exact evaluation
-needs ``n1 <= 20``; use ``ui.smc`` AIS for larger models).
+``--sizes 784 500 1000 --train 50000`` (the file has 50,000 training digits; the paper
+used 60,000).  This script's exact evaluation needs ``n1 <= 20`` and refuses larger
+models: those need an AIS evaluation (``ui.smc``) that it does not implement.
 
 Usage::
 
