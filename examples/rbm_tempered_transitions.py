@@ -264,9 +264,7 @@ def parse_args(argv=None):
     p.add_argument("--data", default=DEFAULT_DATA, help=f"binarized MNIST .npz (default {DEFAULT_DATA})")
     p.add_argument("--out", default=os.path.join("out", NAME))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--num-train", type=int, default=None, help="training images (default: all of the train split; quick 2k)"
-    )
+    p.add_argument("--num-train", type=int, default=None, help="training images (default: all of the train split; quick 2k)")
     p.add_argument("--num-test", type=int, default=None, help="test images (default all 10k; quick 500)")
     p.add_argument("--updates", type=int, default=None, help="parameter updates (default 20000; quick 600)")
     p.add_argument("--eval-every", type=int, default=None, help="updates between evaluations (rounded to epochs)")

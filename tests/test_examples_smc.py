@@ -16,6 +16,8 @@ import json
 import math
 import os
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -34,6 +36,7 @@ def _finite(values):
 GAIN_FRACTION = 0.85
 
 
+@pytest.mark.slow  # CI runs this example's --quick mode in .ci/run; `pytest -m slow`
 def test_vbm_learning_rates_tiny(tmp_path):
     example = _load("vbm_learning_rates")
     out = str(tmp_path / "rates")
@@ -82,6 +85,7 @@ def test_vbm_learning_rates_tiny(tmp_path):
     assert result["table"].keys() == saved["table"].keys()
 
 
+@pytest.mark.slow  # CI runs this example's --quick mode in .ci/run; `pytest -m slow`
 def test_vbm_particle_filter_tiny(tmp_path):
     example = _load("vbm_particle_filter")
     out = str(tmp_path / "pf")

@@ -29,6 +29,7 @@ example = _load_example()
 needs_data = pytest.mark.skipif(not os.path.isfile(example.DEFAULT_DATA), reason="binarized MNIST not available")
 
 
+@pytest.mark.slow  # CI runs this example's --quick mode in .ci/run; `pytest -m slow`
 @needs_data
 def test_tiny_run_writes_json_and_png(tmp_path):
     out = str(tmp_path / "out")

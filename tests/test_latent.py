@@ -234,6 +234,7 @@ def _run(learner, params, data, num_steps, seed=0):
     return go(state, jax.random.key(seed + 1))
 
 
+@pytest.mark.slow  # 1-2 min of compilation and training; run with `pytest -m slow`
 def test_h_apcd_on_a_dbm_increases_exact_likelihood():
     sizes = (4, 2, 2)
     model = dbm(sizes)
@@ -286,6 +287,7 @@ def _exact_kernel(variables):
     return init, kernel
 
 
+@pytest.mark.slow  # 1-2 min of compilation and training; run with `pytest -m slow`
 def test_apcd_beats_mfpcd_when_hidden_units_are_strongly_coupled():
     """The case: a 3x3 spin grid whose middle row (3 units) is hidden, zero biases,
     hidden-hidden couplings 4 and visible-hidden couplings 0.8, no visible-visible ones.
