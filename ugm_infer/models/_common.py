@@ -209,3 +209,24 @@ def random_params(rng_key: jax.Array, stds: tuple, spec: tuple, dtype: Any) -> d
             x = x + jnp.transpose(x, (1, 0) + tuple(range(len(shape) - 1, 1, -1)))
         out[name] = jnp.asarray(std, dtype) * x
     return out
+
+
+def layered_param_spec(layer_sizes: Sequence[int]) -> tuple[dict, list]:
+    """Shapes of layered params ``W1..WL`` (``(n_{k-1}, n_k)``) and ``b0..bL`` (``(n_k,)``), with their names."""
+    spec, names = {}, []
+    for k in range(1, len(layer_sizes)):
+        spec[f"W{k}"] = (layer_sizes[k - 1], layer_sizes[k])
+        names.append(f"(n_{k - 1}, n_{k})")
+    for k in range(len(layer_sizes)):
+        spec[f"b{k}"] = (layer_sizes[k],)
+        names.append(f"(n_{k},)")
+    return spec, names
+
+
+def layered_random_params(rng_key: jax.Array, layer_sizes: Sequence[int], scale: float, dtype: Any) -> dict:
+    """Layered params (:func:`layered_param_spec`): weights i.i.d. N(0, scale^2), biases zero."""
+    check_key(rng_key)
+    scale = check_scale(scale, "scale")
+    shapes, _ = layered_param_spec(layer_sizes)
+    spec = tuple((k, shape, "normal" if k.startswith("W") else "zeros") for k, shape in shapes.items())
+    return random_params(rng_key, tuple(scale for _ in spec), spec, jnp.dtype(dtype))

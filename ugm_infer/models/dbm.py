@@ -40,7 +40,13 @@ import jax.numpy as jnp
 
 from ugm_infer.domains import Binary
 from ugm_infer.model import EnergyModel
-from ugm_infer.models._common import check_int, check_key, check_params, check_scale, compute_dtype, random_params
+from ugm_infer.models._common import (
+    check_int,
+    check_params,
+    compute_dtype,
+    layered_param_spec,
+    layered_random_params,
+)
 
 __all__ = ["DBM", "dbm"]
 
@@ -133,15 +139,7 @@ class DBM(EnergyModel):
         return free_energy
 
     def _param_spec(self) -> tuple[dict, list]:
-        n = self.layer_sizes
-        spec, names = {}, []
-        for k in range(1, len(n)):
-            spec[f"W{k}"] = (n[k - 1], n[k])
-            names.append(f"(n_{k - 1}, n_{k})")
-        for k in range(len(n)):
-            spec[f"b{k}"] = (n[k],)
-            names.append(f"(n_{k},)")
-        return spec, names
+        return layered_param_spec(self.layer_sizes)
 
     def _check_params(self, params: Any) -> None:
         spec, names = self._param_spec()
@@ -150,12 +148,7 @@ class DBM(EnergyModel):
     # ------------------------------------------------------------------------------
     def init_params(self, rng_key: jax.Array, scale: float = 0.01, *, dtype: Any = jnp.float32) -> dict:
         """Weights i.i.d. :math:`\\mathcal N(0, \\mathrm{scale}^2)`, biases zero (float32)."""
-        check_key(rng_key)
-        scale = check_scale(scale, "scale")
-        spec_shapes, _ = self._param_spec()
-        spec = tuple((k, shape, "normal" if k.startswith("W") else "zeros") for k, shape in spec_shapes.items())
-        stds = tuple(scale for _ in spec)
-        return random_params(rng_key, stds, spec, jnp.dtype(dtype))
+        return layered_random_params(rng_key, self.layer_sizes, scale, dtype)
 
     def even_odd(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Names of the even layers (``v``, ``h2``, ...) and of the odd ones (``h1``, ``h3``, ...)."""

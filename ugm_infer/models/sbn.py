@@ -65,7 +65,14 @@ import numpy as np
 
 from ugm_infer.domains import Binary
 from ugm_infer.model import EnergyModel
-from ugm_infer.models._common import check_int, check_key, check_params, check_scale, compute_dtype, random_params
+from ugm_infer.models._common import (
+    check_int,
+    check_key,
+    check_params,
+    compute_dtype,
+    layered_param_spec,
+    layered_random_params,
+)
 
 __all__ = ["SigmoidBeliefNet", "sigmoid_belief_net"]
 
@@ -162,15 +169,7 @@ class SigmoidBeliefNet(EnergyModel):
         return -total
 
     def _param_spec(self) -> tuple[dict, list]:
-        n = self.layer_sizes
-        spec, names = {}, []
-        for k in range(1, len(n)):
-            spec[f"W{k}"] = (n[k - 1], n[k])
-            names.append(f"(n_{k - 1}, n_{k})")
-        for k in range(len(n)):
-            spec[f"b{k}"] = (n[k],)
-            names.append(f"(n_{k},)")
-        return spec, names
+        return layered_param_spec(self.layer_sizes)
 
     def _check_params(self, params: Any) -> None:
         spec, names = self._param_spec()
@@ -179,11 +178,7 @@ class SigmoidBeliefNet(EnergyModel):
     # ------------------------------------------------------------------------------
     def init_params(self, rng_key: jax.Array, scale: float = 0.1, *, dtype: Any = jnp.float32) -> dict:
         """Weights i.i.d. :math:`\\mathcal N(0, \\mathrm{scale}^2)`, biases zero (float32)."""
-        check_key(rng_key)
-        scale = check_scale(scale, "scale")
-        spec_shapes, _ = self._param_spec()
-        spec = tuple((k, shape, "normal" if k.startswith("W") else "zeros") for k, shape in spec_shapes.items())
-        return random_params(rng_key, tuple(scale for _ in spec), spec, jnp.dtype(dtype))
+        return layered_random_params(rng_key, self.layer_sizes, scale, dtype)
 
     def sample(self, rng_key: jax.Array, params: Any, num_samples: int) -> dict:
         """Exact iid draws of :math:`P(v, h)` by ancestral sampling (top layer first).
