@@ -11,14 +11,21 @@ Models (statnet notation) and fits:
 
 * ``flomarriage ~ edges``: the MLE has the closed form ``logit(20 / 120)``, a check;
 * ``flomarriage ~ edges + triangle``;
-* ``flomarriage ~ edges + gwesp(0.25, fixed = TRUE)``;
+* ``flomarriage ~ edges + gwesp(0.5, fixed = TRUE)``;
 
 each by MPLE (:func:`ugm_infer.models.ergm.ergm_mple`) and by statnet-style MCMC-MLE
 (:func:`ugm_infer.models.ergm.ergm_mcmc_mle`: Geyer-Thompson iterations from the
 MPLE, standard errors from the inverse Fisher information estimated by the
-covariance of the statistics of MCMC draws at the estimate).  For
-``edges + triangle`` the estimates are printed next to the reference values of the
-statnet ``ergm`` tutorial (see ``docs/ergm.md`` for the source and its status).
+covariance of the statistics of MCMC draws at the estimate).
+
+The estimates are printed next to statnet's (R 4.6.1, ``ergm`` 4.12.0), as recorded
+in the golden test fixtures of the ERGM.jl repository (generated there by R scripts
+that call statnet; addresses in ``STATNET_SOURCES`` and ``docs/ergm.md``):
+``edges + triangle`` at high MCMC precision (``MCMC.samplesize=50000``) and its MPLE,
+``edges + gwesp(0.5, fixed=TRUE)`` by MCMLE with the spread over five further seeds.
+The observed statistics, including ``gwesp(0, fixed)``, ``gwdegree(0, fixed)`` and
+``gwdegree(1, fixed)``, are checked against statnet's ``summary()`` values from the
+same fixtures, and the ``edges + triangle`` MPLE against statnet's MPLE.
 
 Run ``python examples/ergm_florentine.py`` (20,000 draws per iteration) or
 ``--quick`` (4,000 draws; the two-term models only).  Writes ``ergm_florentine.json`` into ``--out``.
@@ -80,8 +87,39 @@ MARRIAGES = (
     ("Guadagni", "Lamberteschi"),
 )
 
-#: statnet ergm tutorial, flomarriage ~ edges + triangle (estimate, standard error); see docs/ergm.md
-STATNET_EDGES_TRIANGLE = {"edges": (-1.68, 0.35), "triangles": (0.16, 0.6)}
+_ERGM_JL = "https://github.com/statistical-network-analysis-with-Julia/ERGM.jl/blob"
+#: where the statnet numbers below were read (statnet ergm 4.12.0, R 4.6.1, via ERGM.jl's golden fixtures)
+STATNET_SOURCES = {
+    "edges + triangle": f"{_ERGM_JL}/55fb888132142d78763540bfd537cfc2cad2a9c1/test/fixtures/mcmle_ergm.toml",
+    "edges + gwesp(0.5, fixed)": f"{_ERGM_JL}/3d7fc1dfe0b007a63607f60a65611b812ec4dc13/test/fixtures/flomarriage_ergm.toml",
+    "summary statistics": f"{_ERGM_JL}/55fb888132142d78763540bfd537cfc2cad2a9c1/test/fixtures/ergm_terms.toml",
+}
+#: flomarriage ~ edges + triangle, statnet MCMLE at high precision (tri_mle_precise, tri_mle_precise_se)
+STATNET_EDGES_TRIANGLE = {
+    "edges": (-1.6726817422948972, 0.35147170499807928),
+    "triangles": (0.1563106458253323, 0.59377230881566079),
+}
+#: ... and its MPLE (tri_mple): the same logistic regression, so it must agree to optimizer precision
+STATNET_EDGES_TRIANGLE_MPLE = (-1.7009354945816306, 0.22084884956677767)
+#: flomarriage ~ edges + gwesp(0.5, fixed=TRUE), statnet MCMLE at seed 20260713 (dd_coefficients, dd_std_errors)
+STATNET_EDGES_GWESP05 = {
+    "edges": (-1.7213977237745193, 0.36646598434780725),
+    "gwesp.fixed.0.5": (0.10480453255429474, 0.26293248950816361),
+}
+#: ... mean and sd of five further statnet fits (mcmle_seed_mean, mcmle_seed_sd)
+STATNET_EDGES_GWESP05_SEEDS = {
+    "mean": (-1.7116734309284136, 0.0981854608767532),
+    "sd": (0.0056728247741288972, 0.0059057237789553376),
+}
+#: statnet summary() of flomarriage (ergm_terms.toml, flomarriage_ergm.toml; triangle from triadcensus.3)
+STATNET_SUMMARY = {
+    "edges": 20.0,
+    "triangles": 3.0,
+    "gwesp.fixed.0.5": 8.3934693402873677,
+    "gwesp.fixed.0": 8.0,
+    "gwdeg.fixed.0": 15.0,
+    "gwdeg.fixed.1": 26.567841619066677,
+}
 #: flomarriage ~ edges: the closed form logit(20/120) = -1.609, se 1/sqrt(120 p (1-p)) = 0.245
 EDGES_ONLY_EXACT = (float(np.log(20 / 100)), float(1 / np.sqrt(120 * (1 / 6) * (5 / 6))))
 
@@ -128,6 +166,17 @@ def fit(terms, A, key, args):
     }
 
 
+def check_statistics(A) -> dict:
+    """Our observed statistics against statnet's summary() (deterministic: float32 precision)."""
+    model = ergm(16, ("edges", "triangles", ("gwesp", 0.5), ("gwesp", 0.0), ("gwd", 0.0), ("gwd", 1.0)))
+    ours = np.asarray(model.statistics(model_y(model, A)), np.float64)
+    rows = {name: {"ours": float(v), "statnet": STATNET_SUMMARY[name]} for name, v in zip(model.term_names, ours)}
+    for r in rows.values():
+        r["rel_error"] = abs(r["ours"] - r["statnet"]) / abs(r["statnet"])
+    assert max(r["rel_error"] for r in rows.values()) < 1e-6, rows
+    return rows
+
+
 def model_y(model, A):
     iu, ju = np.triu_indices(model.num_nodes, 1)
     return A[iu, ju]
@@ -155,29 +204,46 @@ def main(argv=None):
     if not args.quick:  # the closed-form check (skipped by --quick to save a compilation)
         fits["edges"] = fit(("edges",), A, keys[0], args)
     fits["edges + triangle"] = fit(("edges", "triangles"), A, keys[1], args)
-    fits["edges + gwesp(0.25, fixed)"] = fit(("edges", ("gwesp", 0.25)), A, keys[2], args)
+    fits["edges + gwesp(0.5, fixed)"] = fit(("edges", ("gwesp", 0.5)), A, keys[2], args)
+    stats_check = check_statistics(A)
+    mple_gap = float(np.max(np.abs(np.asarray(fits["edges + triangle"]["mple"]) - STATNET_EDGES_TRIANGLE_MPLE)))
     result = {
         "data": {"families": list(FAMILIES), "marriages": [list(e) for e in MARRIAGES], "nodes": 16, "edges": 20},
         "args": vars(args),
         "fits": fits,
         "reference": {
             "edges (closed form)": {"edges": EDGES_ONLY_EXACT},
-            "edges + triangle (statnet ergm tutorial)": STATNET_EDGES_TRIANGLE,
+            "edges + triangle (statnet 4.12.0, high-precision MCMLE)": STATNET_EDGES_TRIANGLE,
+            "edges + triangle (statnet 4.12.0, MPLE)": STATNET_EDGES_TRIANGLE_MPLE,
+            "edges + gwesp(0.5, fixed) (statnet 4.12.0, MCMLE seed 20260713)": STATNET_EDGES_GWESP05,
+            "edges + gwesp(0.5, fixed) (statnet 4.12.0, five further seeds)": STATNET_EDGES_GWESP05_SEEDS,
+            "sources": STATNET_SOURCES,
         },
+        "statistics_check": stats_check,
+        "mple_edges_triangle_max_abs_diff_to_statnet": mple_gap,
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "load_average": list(os.getloadavg())},
         "total_seconds": time.perf_counter() - t0,
     }
-    print("| model | term | observed | MPLE | MCMC-MLE (se) | reference (se) |")
-    print("|---|---|---|---|---|---|")
-    refs = {"edges": {"edges": EDGES_ONLY_EXACT}, "edges + triangle": STATNET_EDGES_TRIANGLE}
+    print("| model | term | observed | MPLE | MCMC-MLE (se) | statnet (se) | difference / statnet se |")
+    print("|---|---|---|---|---|---|---|")
+    refs = {
+        "edges": {"edges": EDGES_ONLY_EXACT},
+        "edges + triangle": STATNET_EDGES_TRIANGLE,
+        "edges + gwesp(0.5, fixed)": STATNET_EDGES_GWESP05,
+    }
     for name, f in fits.items():
         for k, term in enumerate(f["terms"]):
             ref = refs.get(name, {}).get(term)
             ref_s = f"{ref[0]:.3f} ({ref[1]:.3f})" if ref else "-"
+            z_s = f"{(f['mcmc_mle'][k] - ref[0]) / ref[1]:+.3f}" if ref else "-"
             print(
                 f"| {name} | {term} | {f['observed_statistics'][k]:.3f} | {f['mple'][k]:.3f} | "
-                f"{f['mcmc_mle'][k]:.3f} ({f['mcmc_mle_stderr'][k]:.3f}) | {ref_s} |"
+                f"{f['mcmc_mle'][k]:.3f} ({f['mcmc_mle_stderr'][k]:.3f}) | {ref_s} | {z_s} |"
             )
+    print(f"edges + triangle MPLE vs statnet's MPLE: max |difference| {mple_gap:.2e}")
+    print("observed statistics vs statnet summary():")
+    for name, r in stats_check.items():
+        print(f"  {name}: ours {r['ours']:.6f}, statnet {r['statnet']:.6f} (relative error {r['rel_error']:.1e})")
     for name, f in fits.items():
         print(f"{name}: converged {f['converged']} after {f['iterations']} iterations, {f['seconds_mcmc_mle']:.1f} s")
     with open(os.path.join(args.out, "ergm_florentine.json"), "w") as fh:

@@ -16,6 +16,21 @@ rejuvenation steps at :math:`\\theta_t` move them.  The test is a ``lax.cond``, 
 update with a high ESS costs no kernel step.  The model term of the gradient is the
 weighted mean of :math:`-\\partial_\\theta E` over the particles.
 
+**Staleness safeguard (ours, not in the paper).**  In the paper the ESS test is the
+only trigger for rejuvenation.  The ESS only sees how the parameter trail changes the
+particles' *relative* energies; a statistic that is (almost) constant over the
+current particles -- e.g. the triangle count of sparse ERGM graphs, where most
+particles hold no triangle -- leaves the weights (almost) uniform however far its
+coefficient moves, so the particles are never refreshed and the weighted gradient is
+taken from draws of a distribution ever further from :math:`p(x;\\theta_t)`.  Two
+optional triggers bound that staleness, in the spirit of the cap ``max_inner_steps``
+on the updates of a round of :func:`~ugm_infer.learn.mcmc_mle`: ``max_updates_between_rejuvenation=K`` resamples and
+rejuvenates after at most ``K`` reweighting updates, and ``max_param_distance=d``
+does so when :math:`\\lVert\\theta_t - \\theta_a\\rVert_2 > d`, with
+:math:`\\theta_a` the parameters of the last rejuvenation (or :math:`\\theta_0`).
+A rejuvenation is due when *any* trigger fires.  Both default to ``None``: then the
+learner is the paper's Algorithm 2, update for update.
+
 With ``unit_weights=True`` this is Algorithm 3 of the paper, persistent contrastive
 divergence: weights are always uniform, there is no resampling, and every update
 rejuvenates.  Its random keys are used exactly as :func:`ugm_infer.learn.sap` uses
@@ -96,6 +111,12 @@ class PFState(NamedTuple):
         Number of updates done (int32).
     num_resampled
         Number of resample-and-rejuvenate events so far (int32).
+    updates_since_rejuvenation
+        Reweighting updates taken since the particles were last rejuvenated (or
+        initialised) (int32); compared with ``max_updates_between_rejuvenation``.
+    anchor_params
+        Parameters at which the particles were last rejuvenated (initially
+        :math:`\\theta_0`); compared with the current ones by ``max_param_distance``.
     """
 
     params: Any
@@ -105,6 +126,8 @@ class PFState(NamedTuple):
     aux_state: Any
     step: jax.Array
     num_resampled: jax.Array
+    updates_since_rejuvenation: jax.Array
+    anchor_params: Any
 
 
 class PFInfo(NamedTuple):
@@ -142,6 +165,8 @@ def pf_mcmc_mle(
     negative_phase: str = "auto",
     init_particles: dict | None = None,
     num_burnin_steps: int | None = None,
+    max_updates_between_rejuvenation: int | None = None,
+    max_param_distance: float | None = None,
 ) -> Learner:
     """Particle-filtered MCMC-MLE learner (Asuncion et al. 2010, Algorithm 2).
 
@@ -176,6 +201,16 @@ def pf_mcmc_mle(
         ``num_burnin_steps`` kernel steps at :math:`\\theta_0` (Alg. 2, line 1).
     num_burnin_steps
         Kernel steps of that initial run; default ``num_rejuvenation_steps``.
+    max_updates_between_rejuvenation
+        Optional positive int ``K`` (our safeguard, not in the paper): resample and
+        rejuvenate also when ``K`` reweighting updates have been taken since the last
+        rejuvenation, whatever the ESS.  ``K = 1`` rejuvenates at every update.
+        ``None`` (default): the ESS test alone decides (Alg. 2).
+    max_param_distance
+        Optional positive float ``d`` (our safeguard, not in the paper): resample and
+        rejuvenate also when the global L2 distance between the current parameters
+        and those of the last rejuvenation exceeds ``d``.  ``None`` (default): off.
+        Both safeguards have no effect with ``unit_weights=True``.
 
     Returns
     -------
@@ -192,6 +227,12 @@ def pf_mcmc_mle(
         num_rejuvenation_steps if num_burnin_steps is None else check_positive_int(num_burnin_steps, "num_burnin_steps")
     )
     weight_temperature = check_positive_float(weight_temperature, "weight_temperature")
+    if max_updates_between_rejuvenation is not None:
+        max_updates_between_rejuvenation = check_positive_int(
+            max_updates_between_rejuvenation, "max_updates_between_rejuvenation"
+        )
+    if max_param_distance is not None:
+        max_param_distance = check_positive_float(max_param_distance, "max_param_distance")
     resample_fn = resolve_resampling(resampling)
     if not isinstance(unit_weights, bool):
         raise TypeError(f"`unit_weights` must be a bool, got {unit_weights!r}")
@@ -229,9 +270,8 @@ def pf_mcmc_mle(
                 )
             log_w = jnp.full((num_particles,), log_uniform)
         aux = positive.init(key_aux, params, data)
-        return PFState(
-            params, optimizer.init(params), particles, log_w, aux, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
-        )
+        zero = jnp.zeros((), jnp.int32)
+        return PFState(params, optimizer.init(params), particles, log_w, aux, zero, zero, zero, params)
 
     def step(rng_key, state: PFState, batch) -> tuple[PFState, PFInfo]:
         batch = check_batch(model, visible, batch)
@@ -249,12 +289,27 @@ def pf_mcmc_mle(
             new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
             info = PFInfo(global_norm(ascent), jnp.float32(num_particles), jnp.ones((), bool), kernel_info)
             new_state = PFState(
-                new_params, opt_state, particles, state.log_weights, aux_state, state.step + 1, state.num_resampled + 1
+                new_params,
+                opt_state,
+                particles,
+                state.log_weights,
+                aux_state,
+                state.step + 1,
+                state.num_resampled + 1,
+                jnp.ones((), jnp.int32),
+                fixed,
             )
             return new_state, info
 
         ess = ess_of(state.log_weights)
         due = ess < ess_threshold * num_particles
+        # staleness safeguards (ours; see the module docstring): Python-level options,
+        # so with both None the traced computation is exactly Alg. 2's
+        if max_updates_between_rejuvenation is not None:
+            due = due | (state.updates_since_rejuvenation >= max_updates_between_rejuvenation)
+        if max_param_distance is not None:
+            drift = jax.tree.map(jnp.subtract, fixed, jax.lax.stop_gradient(state.anchor_params))
+            due = due | (global_norm(drift) > max_param_distance)
         key_resample = jax.random.fold_in(key_move, 1)
 
         def rejuvenate(operand):
@@ -275,8 +330,18 @@ def pf_mcmc_mle(
         delta = model.energies(jax.lax.stop_gradient(new_params), particles) - model.energies(fixed, particles)
         log_w = normalize_log_weights(log_w - delta / weight_temperature)
         info = PFInfo(global_norm(ascent), ess, due, kernel_info)
+        since = jnp.where(due, 1, state.updates_since_rejuvenation + 1).astype(jnp.int32)
+        anchor = jax.tree.map(lambda a, p: jnp.where(due, p, a), state.anchor_params, fixed)
         new_state = PFState(
-            new_params, opt_state, particles, log_w, aux_state, state.step + 1, state.num_resampled + due.astype(jnp.int32)
+            new_params,
+            opt_state,
+            particles,
+            log_w,
+            aux_state,
+            state.step + 1,
+            state.num_resampled + due.astype(jnp.int32),
+            since,
+            anchor,
         )
         return new_state, info
 
