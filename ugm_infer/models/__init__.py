@@ -39,6 +39,16 @@ Lattice helpers: :func:`lattice_edges` (row-major site numbering),
 :func:`checkerboard_blocks`, :func:`lattice_colors`.
 """
 
+from ugm_infer.models.crf import (
+    CRF,
+    MultilabelCRF,
+    PairwiseCRF,
+    crf,
+    difference_features,
+    grid_crf,
+    multilabel_crf,
+    pairwise_crf,
+)
 from ugm_infer.models.dbm import DBM, dbm
 from ugm_infer.models.ergm import (
     ERGM,
@@ -66,6 +76,14 @@ from ugm_infer.models.rbm import RBM, SemiRBM, rbm, semi_rbm
 from ugm_infer.models.sbn import SigmoidBeliefNet, sigmoid_belief_net
 
 __all__ = [
+    "CRF",
+    "MultilabelCRF",
+    "PairwiseCRF",
+    "crf",
+    "difference_features",
+    "grid_crf",
+    "multilabel_crf",
+    "pairwise_crf",
     "CRITICAL_COUPLING",
     "DBM",
     "SigmoidBeliefNet",
