@@ -27,6 +27,13 @@ A learner (see :mod:`ugm_infer.learn`) is a pair of pure functions
 * a :class:`FitResult` with the parameters, the final learner state (persistent
   particles included), the history, and :meth:`FitResult.to_arviz`.
 
+Row indices for learners with per-datum state: when ``learner.step`` has a string
+attribute ``batch_index_key`` (see :func:`batch_index_key`), every minibatch also
+carries that key, holding the ``(batch_size,)`` int32 row indices of the batch into the
+``data`` that was given to ``learner.init`` (e.g. :func:`ugm_infer.learn.apcd`, which
+then reads its per-datum chains and running statistics by index instead of by hashing
+the rows).  Other learners see the same batches as before.
+
 Minibatches keep static shapes: an epoch has ``N // batch_size`` steps and the last
 ``N % batch_size`` examples of each epoch's permutation are dropped (with
 ``shuffle=True`` a different subset each epoch; a warning says so once).
@@ -60,7 +67,7 @@ import numpy as np
 
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 
-__all__ = ["FitProgress", "FitResult", "fit", "load_checkpoint"]
+__all__ = ["FitProgress", "FitResult", "batch_index_key", "fit", "load_checkpoint"]
 
 CHECKPOINT_NPZ = "checkpoint.npz"
 CHECKPOINT_JSON = "checkpoint.json"
@@ -244,6 +251,7 @@ def _check_learner(learner: Any) -> None:
     for n in visible:
         if n not in variables:
             raise ValueError(f"`learner.visible` names '{n}', which is not a variable of the model ({list(variables)})")
+    batch_index_key(learner)
 
 
 def _as_key(rng_key: Any) -> jax.Array:
@@ -432,6 +440,25 @@ def _epoch_keys(key_train: jax.Array, epoch: jax.Array) -> tuple[jax.Array, jax.
     return key_perm, key_steps
 
 
+def batch_index_key(learner: Any) -> str | None:
+    """The batch key under which :func:`fit` passes row indices to ``learner``, or ``None``.
+
+    A learner asks for the indices of its minibatch rows (into the ``data`` given to its
+    ``init``) by setting a string attribute ``batch_index_key`` on its ``step``
+    function, e.g. ``step.batch_index_key = "_index"``; :func:`fit` then adds
+    ``batch[key] = indices`` (``(batch_size,)`` int32) to every minibatch.  The key must
+    not be a variable name of the model.
+    """
+    key = getattr(getattr(learner, "step", None), "batch_index_key", None)
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"`learner.step.batch_index_key` must be a non-empty str or absent, got {key!r}")
+    if key in getattr(learner.model, "variables", {}):
+        raise ValueError(f"`learner.step.batch_index_key` {key!r} clashes with a variable of the model")
+    return key
+
+
 def _make_perm_fn(num_examples: int, shuffle: bool):
     def perm_fn(key_train, epoch):
         if not shuffle:
@@ -452,6 +479,7 @@ def _make_chunk_fn(learner, info_shape, num_examples, batch_size, steps_per_epoc
     """
     perm_fn = _make_perm_fn(num_examples, shuffle)
     zeros_info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info_shape)
+    index_key = batch_index_key(learner)
 
     def run(state, data, key_train, perm, start, count):
         def body(carry, i):
@@ -465,6 +493,8 @@ def _make_chunk_fn(learner, info_shape, num_examples, batch_size, steps_per_epoc
                 perm = jax.lax.cond((s == 0) & (i > 0), lambda: perm_fn(key_train, epoch), lambda: perm)
                 idx = jax.lax.dynamic_slice(perm, (s * batch_size,), (batch_size,))
                 batch = {n: jnp.take(x, idx, axis=0) for n, x in data.items()}
+                if index_key is not None:
+                    batch[index_key] = idx
                 _, key_steps = _epoch_keys(key_train, epoch)
                 new_state, info = learner.step(jax.random.fold_in(key_steps, s), state, batch)
                 return (new_state, perm), info
@@ -929,12 +959,11 @@ def fit(
         history = _History()
 
     # ---------------- compile the chunk once ----------------
-    info_shape = jax.eval_shape(
-        lambda k, s, b: learner.step(k, s, b)[1],
-        key_init,
-        state,
-        {n: jax.ShapeDtypeStruct((batch_size,) + v.shape[1:], v.dtype) for n, v in train_dev.items()},
-    )
+    batch_shape = {n: jax.ShapeDtypeStruct((batch_size,) + v.shape[1:], v.dtype) for n, v in train_dev.items()}
+    index_key = batch_index_key(learner)
+    if index_key is not None:
+        batch_shape[index_key] = jax.ShapeDtypeStruct((batch_size,), jnp.int32)
+    info_shape = jax.eval_shape(lambda k, s, b: learner.step(k, s, b)[1], key_init, state, batch_shape)
     run_jit, perm_jit = _compiled_chunk(learner, info_shape, num_examples, batch_size, steps_per_epoch, chunk_len, shuffle)
     t0 = time.perf_counter()
     perm0 = perm_jit(key_train, jnp.int32(step // steps_per_epoch))

@@ -44,11 +44,14 @@ Per-datum state and memory
       MNIST: 60000 x 1500 floats instead of 60000 x 900k).
 
     Data are de-duplicated at ``init`` (identical vectors share their state, which is
-    correct: they have the same posterior).  Minibatches are matched to their rows by
-    an exact hash lookup built at ``init`` (hashes of the distinct rows are verified
-    distinct on the host), so :func:`ugm_infer.fit` works unchanged; a batch may also
-    carry ``"_index"``, the ``(B,)`` row indices into the ``data`` given to ``init``.
-    Every batch row must be a row of that ``data``.
+    correct: they have the same posterior).  A minibatch finds its rows' state by
+    ``"_index"``, the ``(B,)`` row indices into the ``data`` given to ``init``: the
+    learner's ``step`` declares ``step.batch_index_key = "_index"``, so
+    :func:`ugm_infer.fit` passes them (see :func:`ugm_infer.fit.batch_index_key`).
+    In a hand-written loop, pass ``batch["_index"]`` too; without it the rows are
+    matched by an exact hash lookup built at ``init`` (hashes of the distinct rows are
+    verified distinct on the host), and every batch row must then be a row of that
+    ``data``.
 
 H-APCD (``hybrid=True``)
     the data term is :math:`(1 - w_t)\\,\\text{mean field} + w_t\\,\\text{APCD}` with
@@ -531,6 +534,7 @@ def apcd(
         info = APCDInfo(global_norm(ascent), particle_energy, a_mean, w, lat_energy)
         return new_state, info
 
+    step.batch_index_key = _INDEX_KEY  # ui.fit passes the minibatch's row indices
     return Learner(init, step, model, "h_apcd" if hybrid else "apcd", visible)
 
 
