@@ -442,6 +442,7 @@ def conditional_pf_mcmc_mle(
     weight_temperature: float = 1.0,
     resampling: Any = "systematic",
     negative_phase: str = "auto",
+    rejuvenation_chunk: int | None = None,
 ) -> Learner:
     """Particle-filtered MCMC-MLE (Asuncion et al. 2010, Alg. 2) for a CRF, one filter per input.
 
@@ -451,8 +452,11 @@ def conditional_pf_mcmc_mle(
     normalised within the input; before an update, every input whose ESS (eq. 11) is
     below ``ess_threshold * M`` is resampled (BlackJAX resampling) and rejuvenated by
     ``num_rejuvenation_steps`` kernel steps at :math:`\\theta_t`; the others keep
-    their particles and weights.  The kernel runs only on updates where some input
-    is due (a ``lax.cond``).  ``init`` moves the uniform initial particles by
+    their particles and weights.  The kernel runs only on the inputs that are due:
+    they are gathered in chunks of ``rejuvenation_chunk`` inputs (default
+    ``ceil(N / 8)``) processed by a ``lax.while_loop``, so an update costs kernel
+    time in proportion to the number of due inputs (rounded up to whole chunks), and
+    nothing when none is due.  ``init`` moves the uniform initial particles by
     ``num_burnin_steps`` kernel steps at :math:`\\theta_0` (Alg. 2, line 1; default
     ``num_rejuvenation_steps``).  ``step`` takes all training pairs.
     """
@@ -464,6 +468,8 @@ def conditional_pf_mcmc_mle(
         num_rejuvenation_steps if num_burnin_steps is None else check_positive_int(num_burnin_steps, "num_burnin_steps")
     )
     weight_temperature = check_positive_float(weight_temperature, "weight_temperature")
+    if rejuvenation_chunk is not None:
+        rejuvenation_chunk = check_positive_int(rejuvenation_chunk, "rejuvenation_chunk")
     resample_fn = resolve_resampling(resampling)
     optimizer = resolve_optimizer(optimizer)
     kernel = LazyKernel(model, kernel)
@@ -498,24 +504,39 @@ def conditional_pf_mcmc_mle(
         ess = jax.vmap(ess_of)(state.log_weights)
         due = ess < ess_threshold * num_particles
 
-        def rejuvenate(operand):
-            particles, log_w = operand
-            idx = jax.vmap(lambda k, lw: resample_fn(k, jnp.exp(lw), num_particles))(
-                jax.random.split(key_resample, n), log_w
+        chunk = min(n, rejuvenation_chunk or -(-n // 8))
+        num_slots = -(-n // chunk) * chunk
+        # due inputs first (stable), padded to whole chunks; slots past num_due are ignored
+        order = jnp.concatenate([jnp.argsort(~due, stable=True), jnp.zeros((num_slots - n,), jnp.int32)])
+        num_due = jnp.sum(due.astype(jnp.int32))
+        info_shape = jax.eval_shape(
+            lambda p: _move(kernel, model, key_move, p, fixed, x, num_rejuvenation_steps)[1], state.particles
+        )
+
+        def rejuvenate_chunk(c, carry):
+            particles, log_w, infos = carry
+            slot = c * chunk + jnp.arange(chunk)
+            idx = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
+            target = jnp.where(slot < num_due, idx, n)  # n: out of range, the write is dropped
+            sub = jax.tree.map(lambda p: p[idx], particles)
+            sub_x = jax.tree.map(lambda a: a[idx], x)
+            key_c = jax.random.fold_in(key_resample, c)
+            ridx = jax.vmap(lambda k, lw: resample_fn(k, jnp.exp(lw), num_particles))(
+                jax.random.split(key_c, chunk), log_w[idx]
             )
-            resampled = jax.tree.map(lambda p: jax.vmap(lambda a, i: a[i])(p, idx), particles)
-            moved, info = _move(kernel, model, key_move, resampled, fixed, x, num_rejuvenation_steps)
+            sub = jax.tree.map(lambda p: jax.vmap(lambda a, i: a[i])(p, ridx), sub)
+            moved, info = _move(kernel, model, jax.random.fold_in(key_move, c), sub, fixed, sub_x, num_rejuvenation_steps)
+            particles = jax.tree.map(lambda full, m: full.at[target].set(m, mode="drop"), particles, moved)
+            infos = jax.tree.map(lambda full, i: full.at[target].set(i.astype(full.dtype), mode="drop"), infos, info)
+            log_w = log_w.at[target].set(log_uniform, mode="drop")
+            return particles, log_w, infos
 
-            def pick(new, old):
-                return jnp.where(due.reshape((n,) + (1,) * (new.ndim - 1)), new, old)
-
-            particles = jax.tree.map(pick, moved, particles)
-            log_w = jnp.where(due[:, None], log_uniform, log_w)
-            return particles, log_w, info
-
-        info_shape = jax.eval_shape(lambda o: rejuvenate(o)[2], (state.particles, state.log_weights))
-        particles, log_w, kernel_info = jax.lax.cond(
-            jnp.any(due), rejuvenate, lambda o: (*o, zeros_like_shape(info_shape)), (state.particles, state.log_weights)
+        num_chunks = (num_due + chunk - 1) // chunk
+        particles, log_w, kernel_info = jax.lax.fori_loop(
+            0,
+            num_chunks,
+            rejuvenate_chunk,
+            (state.particles, state.log_weights, zeros_like_shape(info_shape)),
         )
         positive = _positive_grad(model, theta, x, labels)
         negative_grad = jax.grad(lambda th: _weighted_negative(model, negative, th, x, particles, jnp.exp(log_w)))(theta)
