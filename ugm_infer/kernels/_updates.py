@@ -26,6 +26,68 @@ def _values(domain: Domain) -> jax.Array:
     return jnp.asarray(domain.values, dtype=domain.dtype)
 
 
+class SiteLogitsLogDensity:
+    """A ``logdensity_fn`` that also gives every site's exact conditional log-odds.
+
+    Calling it evaluates the log-density like any ``logdensity_fn``.  Its
+    :meth:`site_logits` returns, for each binary/spin variable, the array of
+
+    .. math::  \\log p(x_i = \\mathrm{hi} \\mid x_{-i}) - \\log p(x_i = \\mathrm{lo} \\mid x_{-i})
+
+    at *every* site (``hi``/``lo`` = 1/0 for binary, +1/-1 for spins), computed from
+    the current configuration.  Each entry depends only on the other sites, so the
+    values at the sites of a block (mutually non-interacting) are exactly the block's
+    conditionals.  :func:`gradient_block_update` uses them instead of a gradient at
+    the masked midpoint state: models whose conditionals have a closed form
+    (``ui.models.lattice_ising``: :math:`2\\beta(J \\sum_{j \\sim i} s_j + h)`) return
+    this from ``model.logdensity_fn`` so that Gibbs sweeps skip the masking and the
+    gradient (the same pattern as :class:`~ugm_infer.models.ergm.ERGMLogDensity`).
+    Any other density (a bridge, a user closure) takes the generic gradient path.
+    """
+
+    def __init__(self, fn: Callable, site_logits: Callable[[dict], dict]):
+        self._fn = fn
+        self._site_logits = site_logits
+
+    def __call__(self, state):
+        return self._fn(state)
+
+    def site_logits(self, position: dict) -> dict:
+        """``{name: log-odds array of the variable's shape}`` at ``position`` (one configuration)."""
+        return self._site_logits(position)
+
+
+def compact_factor(index_sets: list[np.ndarray], size: int) -> int:
+    """Largest ``m >= 1`` such that, in every set, the flat indices ``i // m`` are distinct.
+
+    With such an ``m`` one uniform per group of ``m`` consecutive sites is enough for a
+    block update: site ``i`` reads uniform ``i // m``, and no two sites of one block
+    share a uniform, so the block's uniforms are still independent (the masked-out sites
+    read a uniform that is discarded).  A checkerboard colour on a row-major 2D lattice
+    gives ``m = 2`` (no two horizontally adjacent sites share a colour), so a colour's
+    update draws ``size / 2`` uniforms instead of ``size``.  Returns 1 when a set fills
+    the variable or nothing larger works.
+    """
+    sets = [np.asarray(s, dtype=np.int64) for s in index_sets if len(s)]
+    if not sets:
+        return 1
+    largest = max(len(s) for s in sets)
+    for m in range(max(2, size // largest), 1, -1):
+        if all(len(np.unique(s // m)) == len(s) for s in sets):
+            return m
+    return 1
+
+
+def block_uniforms(rng_key: jax.Array, shape: tuple, factor: int, dtype=jnp.float32) -> jax.Array:
+    """Uniforms of ``shape`` where flat site ``i`` reads the ``i // factor``-th of ``ceil(size / factor)`` draws."""
+    size = int(np.prod(shape, dtype=np.int64))
+    if factor == 1:
+        return jax.random.uniform(rng_key, shape, dtype)
+    num = -(-size // factor)
+    u = jax.random.uniform(rng_key, (num,), dtype)
+    return jnp.broadcast_to(u[:, None], (num, factor)).reshape(-1)[:size].reshape(shape)
+
+
 def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
     """Heat-bath update of a block from one gradient (binary/spin energies, ``model.multilinear``).
 
@@ -43,6 +105,12 @@ def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
     of their conditionals from one gradient.  Using the midpoint rather than the
     current value keeps the update exact when parameters change after the structure
     was probed (e.g. a learned Boltzmann-machine ``W`` acquiring a diagonal).
+
+    Each site is then drawn by comparing one uniform with ``sigmoid(logit)``.  When the
+    block covers only part of a variable, only as many uniforms as the block needs are
+    drawn (:func:`compact_factor`, :func:`block_uniforms`): half a lattice's worth per
+    checkerboard colour instead of a full lattice's, which halves the random-number work
+    of a sweep, the dominant cost of a lattice update.
     """
     names = tuple(block.indices)
     full = {n: len(block.indices[n]) == variables[n].size for n in names}
@@ -51,20 +119,29 @@ def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
         if not isinstance(variables[n], (Binary, Spin)):
             raise TypeError(f"gradient updates need Binary/Spin variables; '{n}' is {variables[n]!r}")
     midpoints = {n: 0.5 if isinstance(variables[n], Binary) else 0.0 for n in names}
+    factors = {n: 1 if full[n] else compact_factor([block.indices[n]], variables[n].size) for n in names}
 
-    def update(rng_key, position, logdensity_fn):
+    def _gradient_logits(position, logdensity_fn):
         relaxed = {}
         for n in names:
             current = position[n].astype(jnp.float32)
             mid = jnp.full(current.shape, midpoints[n], jnp.float32)
             relaxed[n] = mid if full[n] else jnp.where(masks[n], mid, current)
         grads = jax.grad(lambda r: logdensity_fn({**position, **r}))(relaxed)
-        keys = jax.random.split(rng_key, len(names))
+        return {n: grads[n] if isinstance(variables[n], Binary) else 2.0 * grads[n] for n in names}
+
+    def update(rng_key, position, logdensity_fn):
+        if isinstance(logdensity_fn, SiteLogitsLogDensity):
+            site_logits = logdensity_fn.site_logits(position)
+            logits = {n: site_logits[n] for n in names}
+        else:
+            logits = _gradient_logits(position, logdensity_fn)
+        keys = jax.random.split(rng_key, len(names)) if len(names) > 1 else [rng_key]
         new_position = dict(position)
         for key, n in zip(keys, names):
             dtype = position[n].dtype
-            logit = grads[n] if isinstance(variables[n], Binary) else 2.0 * grads[n]
-            up = jax.random.uniform(key, logit.shape, logit.dtype) < jax.nn.sigmoid(logit)
+            logit = logits[n]
+            up = block_uniforms(key, logit.shape, factors[n], logit.dtype) < jax.nn.sigmoid(logit)
             if isinstance(variables[n], Binary):
                 new = up.astype(dtype)
             else:
@@ -144,6 +221,12 @@ def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradi
             n: jnp.asarray(np.stack([b.masks.get(n, np.zeros(variables[n].shape, bool)) for b in blocks])) for n in names
         }
         midpoints = {n: 0.5 if isinstance(variables[n], Binary) else 0.0 for n in names}
+        factors = {
+            n: compact_factor([b.indices[n] for b in blocks if n in b.indices], variables[n].size)
+            if all(len(b.indices.get(n, ())) < variables[n].size for b in blocks)
+            else 1
+            for n in names
+        }
     else:
         names = tuple(n for n in names if any(n in b.indices for b in blocks))
         width = {n: max(len(b.indices.get(n, ())) for b in blocks) for n in names}
@@ -163,7 +246,7 @@ def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradi
         for k, n in zip(jax.random.split(key, len(names)), names):
             dtype = position[n].dtype
             logit = grads[n] if isinstance(variables[n], Binary) else 2.0 * grads[n]
-            up = jax.random.uniform(k, logit.shape, logit.dtype) < jax.nn.sigmoid(logit)
+            up = block_uniforms(k, logit.shape, factors[n], logit.dtype) < jax.nn.sigmoid(logit)
             new = up.astype(dtype) if isinstance(variables[n], Binary) else jnp.where(up, 1, -1).astype(dtype)
             new_position[n] = jnp.where(masks[n], new, position[n])
         return new_position, None
