@@ -16,7 +16,7 @@ PPV curve, contact map with the top-L predictions) into ``--out``.
 
 Run::
 
-    python examples/dca_pf00014.py --quick --out out/dca_quick     # < 90 s: 1,500 sequences, 40 updates
+    python examples/dca_pf00014.py --quick --out out/dca_quick     # < 90 s: 1,000 sequences, 30 updates
     python examples/dca_pf00014.py --out out/dca_pf00014           # whole alignment
     python examples/dca_pf00014.py --num-updates 2000 --time-limit 1800 --out out/dca_long
 """
@@ -155,7 +155,7 @@ def plot(out, scores, dist, prec, path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="1,500 sequences, 200 chains, 40 updates (< 90 s)")
+    p.add_argument("--quick", action="store_true", help="1,000 sequences, 200 chains, 3 sweeps, 30 updates (< 90 s)")
     p.add_argument("--out", default="out/dca_pf00014")
     p.add_argument("--num-chains", dest="num_chains", type=int, default=1000)
     p.add_argument("--num-sweeps", dest="num_sweeps", type=int, default=10)
@@ -170,8 +170,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.quick:
-        args.max_sequences = args.max_sequences or 1500
-        args.num_chains, args.num_sweeps, args.num_updates, args.eval_every = 200, 5, 40, 20
+        args.max_sequences = args.max_sequences or 1000
+        args.num_chains, args.num_sweeps, args.num_updates, args.eval_every = 200, 3, 30, 15
     os.makedirs(args.out, exist_ok=True)
     out, scores, dist, prec = run(args)
     with open(os.path.join(args.out, "dca_pf00014.json"), "w") as fh:
