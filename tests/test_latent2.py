@@ -168,6 +168,13 @@ def test_dbm_ais_log_likelihood_against_enumeration():
     assert np.all(gap >= -1e-5) and np.all(gap < 1.0), gap
     assert abs(float(mf.log_Z) - log_z) < 4 * float(mf.log_Z_se) + 1e-3, (float(mf.log_Z), log_z, float(mf.log_Z_se))
     np.testing.assert_allclose(np.asarray(mf.log_likelihoods), np.asarray(mf.log_Z_v) - float(mf.log_Z), rtol=1e-6)
+    # saturated mean-field units (0 log 0) must give a finite bound (regression: it was NaN in float32)
+    strong = jax.tree.map(lambda x: 40.0 * x, params)
+    sat = ais_latent_log_likelihood(jax.random.key(1), model, strong, {"v": v}, num_runs=64, num_betas=100)
+    exact_strong = np.asarray(ui.exact.log_likelihood(model, strong, {"v": v})) + float(
+        ui.exact.log_partition(model, strong)
+    )
+    assert np.all(np.isfinite(np.asarray(sat.log_Z_v))) and np.all(np.asarray(sat.log_Z_v) <= exact_strong + 1e-3)
     est = ais_latent_log_likelihood(
         jax.random.key(2),
         model,

@@ -65,6 +65,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from blackjax.smc.ess import log_ess
+from jax.scipy.special import xlogy
 
 from ugm_infer.kernels._common import resolve_structure
 from ugm_infer.kernels.gibbs import GibbsState
@@ -607,8 +608,9 @@ class LatentLogLikelihoodResult(NamedTuple):
 
 def _binary_entropy(mu: jax.Array, domain) -> jax.Array:
     p = (1.0 + mu) / 2.0 if domain.values[0] < 0 else mu  # P(unit in its upper state)
-    p = jnp.clip(p, 1e-12, 1.0 - 1e-12)
-    return -jnp.sum(p * jnp.log(p) + (1.0 - p) * jnp.log1p(-p))
+    p = jnp.clip(p, 0.0, 1.0)
+    # xlogy: 0 log 0 = 0 exactly (saturated units, e.g. MNIST-trained DBMs, are common)
+    return -jnp.sum(xlogy(p, p) + xlogy(1.0 - p, 1.0 - p))
 
 
 def _mean_field_log_z_v(model, visible, latent, mean_field_kwargs):
