@@ -165,7 +165,17 @@ def run(args) -> dict:
         # compile outside the clock
         jax.block_until_ready(chunk(state, keys[0]))
         test_error(state.params).block_until_ready()
+
+        def sweeps_done(state, name=name):
+            """Gibbs sweeps per particle so far (the kernel work, independent of machine load)."""
+            if name == "PCD":
+                return float(state.step)
+            if name == "PF":
+                return float(args.burnin + args.sweeps * np.mean(np.asarray(state.num_resampled)))
+            return float(args.mle_sweeps * int(state.round))
+
         elapsed, times, errors, updates = 0.0, [0.0], [float(test_error(state.params))], [0]
+        sweeps = [sweeps_done(state)]
         for c in range(keys.shape[0]):
             t0 = time.perf_counter()
             state = jax.block_until_ready(chunk(state, keys[c]))
@@ -173,6 +183,7 @@ def run(args) -> dict:
             times.append(elapsed)
             errors.append(float(test_error(state.params)))
             updates.append((c + 1) * every)
+            sweeps.append(sweeps_done(state))
         extra = {}
         if name == "PF":
             extra["resample_fraction"] = float(np.mean(np.asarray(state.num_resampled)) / args.updates)
@@ -184,6 +195,7 @@ def run(args) -> dict:
         results["methods"][name] = {
             "time_s": times,
             "updates": updates,
+            "sweeps": sweeps,
             "test_error": errors,
             "final_theta": jax.tree.map(lambda a: np.asarray(a).tolist(), state.params),
             **extra,
@@ -216,6 +228,74 @@ def plot(results: dict, path: str) -> None:
     fig.savefig(path, dpi=80)
 
 
+def summarize(dirs: list[str], out: str) -> dict:
+    """Combine the JSONs of several runs (e.g. seeds): a table of final numbers and one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = []
+    for d in dirs:
+        with open(os.path.join(d, "crf_denoising.json")) as f:
+            runs.append(json.load(f))
+    names = list(runs[0]["methods"])
+    table = {}
+    for name in names:
+        rows = [r["methods"][name] for r in runs]
+        table[name] = {
+            key: [float(v) for v in vals]
+            for key, vals in {
+                "final_icm_error": [x["test_error"][-1] for x in rows],
+                "min_icm_error": [min(x["test_error"]) for x in rows],
+                "final_sa_error": [x["final_sa_error"] for x in rows],
+                "final_mpm_error": [x["final_mpm_error"] for x in rows],
+                "train_time_s": [x["time_s"][-1] for x in rows],
+                "time_to_0.06_s": [
+                    next((t for t, e in zip(x["time_s"], x["test_error"]) if e <= 0.06), float("nan")) for x in rows
+                ],
+                "updates_to_0.06": [
+                    next((u for u, e in zip(x["updates"], x["test_error"]) if e <= 0.06), float("nan")) for x in rows
+                ],
+                "sweeps_to_0.06": [
+                    next((u for u, e in zip(x.get("sweeps", []), x["test_error"]) if e <= 0.06), float("nan")) for x in rows
+                ],
+                "total_sweeps": [x.get("sweeps", [float("nan")])[-1] for x in rows],
+            }.items()
+        }
+        if "resample_fraction" in rows[0]:
+            table[name]["resample_fraction"] = [x["resample_fraction"] for x in rows]
+    table["threshold"] = {"error": [r["threshold_error"] for r in runs]}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    colors = dict(zip(names, ["C0", "C1", "C2"]))
+    for r in runs:
+        for name in names:
+            m = r["methods"][name]
+            lab = name if r is runs[0] else None
+            axes[0].plot(m["time_s"], m["test_error"], color=colors[name], alpha=0.7, marker="o", ms=2, label=lab)
+            axes[1].plot(m["updates"], m["test_error"], color=colors[name], alpha=0.7, marker="o", ms=2, label=lab)
+            if "sweeps" in m:
+                axes[2].plot(m["sweeps"], m["test_error"], color=colors[name], alpha=0.7, marker="o", ms=2, label=lab)
+    for ax in axes:
+        ax.axhline(np.mean(table["threshold"]["error"]), color="gray", ls=":", label="threshold o > 0")
+        ax.set_yscale("log")
+        ax.set_ylabel("per-pixel test error (ICM MAP)")
+    axes[0].set_xlabel("training wall time (s)")
+    axes[1].set_xlabel("updates")
+    axes[2].set_xlabel("Gibbs sweeps per particle (kernel work)")
+    axes[2].set_xscale("symlog", linthresh=10)
+    axes[0].legend()
+    fig.suptitle(f"CRF denoising, {len(runs)} runs (Asuncion et al. 2010, sec. 4.3)")
+    fig.tight_layout()
+    os.makedirs(out, exist_ok=True)
+    fig.savefig(os.path.join(out, "crf_denoising_summary.png"), dpi=80)
+    with open(os.path.join(out, "crf_denoising_summary.json"), "w") as f:
+        json.dump(table, f, indent=1)
+    for name, row in table.items():
+        print(name, {k: [round(v, 4) for v in vals] for k, vals in row.items()})
+    return table
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="CI: 16x16 image, 40 updates")
@@ -238,7 +318,10 @@ def main(argv=None) -> dict:
     p.add_argument("--sa-stages", type=int, default=200, help="simulated annealing: inverse temperatures")
     p.add_argument("--mpm-samples", type=int, default=200, help="max-marginals: Gibbs draws per test image")
     p.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--summarize", nargs="*", default=None, help="only combine the JSONs in these run folders")
     args = p.parse_args(argv)
+    if args.summarize:
+        return summarize(args.summarize, args.out)
     args.size = args.size or (16 if args.quick else 32)
     args.updates = args.updates or (40 if args.quick else 400)
     args.eval_every = args.eval_every or (10 if args.quick else 20)
