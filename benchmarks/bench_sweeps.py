@@ -203,10 +203,12 @@ def main(argv=None):
                 "time_max_s": float(times.max()),
                 "compile_and_first_s": t["compile_and_first_s"],
                 "site_updates_per_s_median": site_updates / float(np.median(times)),
+                "times_s": [float(x) for x in times],
             }
         # ratio of medians of per-repeat paired ratios: robust to drift between repeats
         paired = np.array(timings["handwritten"]["times_s"]) / np.array(timings["ugm_infer"]["times_s"])
         row["speed_ratio_ugm_over_handwritten"] = float(np.median(paired))
+        row["speed_ratio_ugm_over_handwritten_min_max"] = [float(paired.min()), float(paired.max())]
         if "matmul_ref" in timings:
             nv, nh = size
             matmul_flops = 2 * 2 * chains * nv * nh * sweeps

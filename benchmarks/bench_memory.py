@@ -1,0 +1,97 @@
+"""Memory case of issue #9 (item 3): a 1024x1024 Ising lattice with 32 chains, int8 states.
+
+Runs ``ui.sample`` with the block-Gibbs kernel of ``ui.models.lattice_ising(1024, 1024,
+dtype=jnp.int8)`` for a few sweeps without storing the chain (``keep_states=False``):
+per draw it records only each chain's energy and magnetisation (a ``trace_fn``), i.e.
+streaming summary statistics, and reports the process's peak resident set size
+(``resource.getrusage``'s ``ru_maxrss``) before and after, with the sizes of the state.
+Run it under ``/usr/bin/time -v`` for an independent peak-RSS reading::
+
+    /usr/bin/time -v python benchmarks/bench_memory.py     # writes benchmarks/results/bench_memory.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sweeps import machine_info  # noqa: E402
+
+import ugm_infer as ui  # noqa: E402
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--chains", type=int, default=32)
+    parser.add_argument("--draws", type=int, default=5, help="recorded draws (one sweep each)")
+    parser.add_argument("--out", default="benchmarks/results/bench_memory.json")
+    args = parser.parse_args(argv)
+    rss_start = peak_rss_mb()
+    model = ui.models.lattice_ising(args.size, args.size, dtype=jnp.int8)
+    params = model.init_params(J=0.44)
+    # a uniformly random start built in numpy int8 directly (model.random_state would
+    # generate it through 32-bit random words, whose temporaries would set the peak)
+    rng = np.random.default_rng(0)
+    spins = rng.integers(0, 2, size=(args.chains, args.size, args.size), dtype=np.int8)
+    spins = 2 * spins - 1
+    x0 = {"s": jnp.asarray(spins)}
+    del spins
+    jax.block_until_ready(x0)
+    rss_state = peak_rss_mb()
+    gibbs = ui.kernels.gibbs(model, params)
+
+    def trace_fn(state, info):
+        return {"magnetisation": jnp.mean(state.position["s"].astype(jnp.float32), axis=(-2, -1))}
+
+    t0 = time.perf_counter()
+    result = ui.sample(
+        jax.random.key(1),
+        gibbs,
+        x0,
+        args.draws,
+        model=model,
+        params=params,
+        keep_states=False,
+        trace_fn=trace_fn,
+    )
+    jax.block_until_ready(result.final_state.position)
+    seconds = time.perf_counter() - t0
+    rss_end = peak_rss_mb()
+    mag = np.asarray(result.infos["magnetisation"])
+    energies = np.asarray(result.energies)
+    out = {
+        "machine": machine_info(),
+        "lattice": f"{args.size}x{args.size} periodic",
+        "num_chains": args.chains,
+        "num_draws": args.draws,
+        "state_dtype": str(x0["s"].dtype),
+        "state_mb": x0["s"].nbytes / 2**20,
+        "seconds_including_compile": seconds,
+        "peak_rss_mb_after_imports": rss_start,
+        "peak_rss_mb_after_state": rss_state,
+        "peak_rss_mb_end": rss_end,
+        "final_mean_abs_magnetisation": float(np.mean(np.abs(mag[-1]))),
+        "final_mean_energy_per_site": float(np.mean(energies[-1]) / args.size**2),
+        "recorded_shapes": {"energies": list(energies.shape), "magnetisation": list(mag.shape)},
+    }
+    print(json.dumps(out, indent=2))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
