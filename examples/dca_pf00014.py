@@ -12,7 +12,8 @@ state excluded) and report the precision of the top-L (L = 53) pairs with
 
 Writes ``dca_pf00014.json`` (settings, Meff, Pearson history with wall time, top-L
 precision, the PPV curve) and ``dca_pf00014.png`` (Pearson vs updates and vs time,
-PPV curve, contact map with the top-L predictions) into ``--out``.
+PPV curve, contact map with the top-L predictions) and ``dca_pf00014_scores.npz`` (the
+APC scores) into ``--out``.
 
 Run::
 
@@ -93,11 +94,13 @@ def run(args) -> dict:
         "train_time_s": res.history["time"][-1],
         "seconds_per_update": res.history["time"][-1] / res.history["update"][-1],
         "precision_top_L": prec["precision"],
+        "precision_top_L_4.5A": dca.contact_precision(scores, dist, threshold=4.5)["precision"],
         "precision_top_L_over_2": float(prec["ppv"][aln.length // 2 - 1]),
         "precision_top_2L": float(prec["ppv"][min(2 * aln.length, prec["ppv"].size) - 1]),
         "ppv": prec["ppv"][: 3 * aln.length].tolist(),
         "top_L_pairs_1based": (prec["pairs"][: aln.length] + 1).tolist(),
         "num_contacts_sep4": int(np.sum(np.triu(dist < 8.0, 4))),
+        "num_pairs_sep4": int(np.sum(~np.isnan(dist[np.triu_indices(aln.length, 4)]))),
     }
     print(
         f"final pearson {out['final_pearson']:.4f} after {out['updates_done']} updates "
@@ -177,6 +180,7 @@ def main(argv=None):
     with open(os.path.join(args.out, "dca_pf00014.json"), "w") as fh:
         json.dump(out, fh, indent=1)
     plot(out, scores, dist, prec, os.path.join(args.out, "dca_pf00014.png"))
+    np.savez_compressed(os.path.join(args.out, "dca_pf00014_scores.npz"), scores=scores)
     print("wrote", os.path.join(args.out, "dca_pf00014.json"), "and .png")
     return out
 
