@@ -268,6 +268,11 @@ def test_potts_gibbs_in_learners():
     assert info.kernel_info.num_changed.shape == (8,)
     assert all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree.leaves(state.params))
     assert not np.allclose(state.params["h"], params["h"])
+    ld = model.logdensity_fn(params, 0.5)
+    hot = ld.tempered(0.4)
+    x0 = {"x": data["x"][0]}
+    assert isinstance(hot, PottsLogDensity) and float(hot.beta) == pytest.approx(0.2)
+    assert float(hot(x0)) == pytest.approx(0.4 * float(ld(x0)), rel=1e-6)
     with pytest.raises(TypeError, match="Potts model"):
         potts_gibbs.build_kernel(ui.models.ising(3))
     with pytest.raises(ValueError, match="`scan`"):

@@ -115,6 +115,15 @@ class PottsLogDensity:
     def __call__(self, state):
         return self._fn(state)
 
+    def tempered(self, beta: Any) -> PottsLogDensity:
+        """``x -> beta * self(x)``, still a :class:`PottsLogDensity` (inverse temperature ``beta * self.beta``).
+
+        For tempering schemes (parallel tempering, tempered transitions) that want to
+        keep :data:`potts_gibbs` on its fast path at every temperature.
+        """
+        fn = self._fn
+        return PottsLogDensity(lambda state: beta * fn(state), self.J, self.h, beta * self.beta, self.structure)
+
 
 class Potts(EnergyModel):
     """Pairwise categorical model (built by :func:`potts` and :func:`lattice_potts`).
