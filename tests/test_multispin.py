@@ -4,7 +4,8 @@ Exactness: 20,000 independent chains (625 words of 32) on a 4x4 torus are run fo
 sweeps from uniformly random states and their final states compared with the exact
 Boltzmann distribution from brute-force enumeration (``conftest.brute_force``; chi-square
 at alpha = 1e-6 with pooled cells, ``stat_utils``), for spins with a field at beta = 0.8
-and for binary sites; the spin draws must also reject the target with beta ignored.  The
+(early-exit plane loop) and for binary sites (fixed 32-plane loop); the spin draws must
+also reject the target with beta ignored.  The
 float block-Gibbs kernel on the same lattice mixes to within 3e-4 total variation in 25
 sweeps (``tests/test_kernels.py``); the multi-spin kernel is the same transition.
 Building blocks (packing, the bit-sliced neighbour count, the thresholds) are checked
@@ -58,8 +59,8 @@ def test_rejects_unsupported_lattices():
         multispin.pack(jnp.ones((2, 4, 4)), "potts")
 
 
-def _draws(model, params, beta, key, num_chains, num_sweeps):
-    sweep = multispin.build_sweep(model)
+def _draws(model, params, beta, key, num_chains, num_sweeps, early_exit=True):
+    sweep = multispin.build_sweep(model, early_exit=early_exit)
     start = model.random_state(jax.random.fold_in(key, 1), num_chains)["s"]
 
     @jax.jit
@@ -72,14 +73,16 @@ def _draws(model, params, beta, key, num_chains, num_sweeps):
 
     words, planes = run(key, multispin.pack(start, model.domain))
     assert np.all(np.asarray(planes) <= 64) and np.all(np.asarray(planes) >= 2)
+    if not early_exit:
+        assert np.all(np.asarray(planes) == 64)
     return {"s": multispin.unpack(words, num_chains, model.domain)}
 
 
-@pytest.mark.parametrize("domain,J,h,beta", [("spin", 0.5, 0.2, 0.8), ("binary", 1.2, -0.5, 1.0)])
-def test_multispin_matches_enumeration(domain, J, h, beta):
+@pytest.mark.parametrize("domain,J,h,beta,early_exit", [("spin", 0.5, 0.2, 0.8, True), ("binary", 1.2, -0.5, 1.0, False)])
+def test_multispin_matches_enumeration(domain, J, h, beta, early_exit):
     model = ui.models.lattice_ising(4, 4, domain=domain)
     params = model.init_params(J=J, h=h)
-    x = _draws(model, params, beta, jax.random.key(21), 20000, 30)
+    x = _draws(model, params, beta, jax.random.key(21), 20000, 30, early_exit)
     idx = state_index(x, model)
     assert_distribution_matches(idx, brute_force(model, params, beta), label=f"multispin 4x4 {domain}")
     if beta != 1.0:

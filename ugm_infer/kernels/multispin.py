@@ -119,17 +119,21 @@ def _colour_masks(height: int, width: int) -> np.ndarray:
     return np.stack([np.where(parity == c, _ONES, np.uint32(0)) for c in (0, 1)]).astype(np.uint32)
 
 
-def build_sweep(model):
+def build_sweep(model, early_exit: bool = True):
     """One bit-packed checkerboard sweep for a periodic :func:`~ugm_infer.models.lattice_ising`.
 
     Returns ``sweep(rng_key, words, params, beta=1.0) -> (words, num_planes)`` acting
     on ``(groups, H, W)`` uint32 words (:func:`pack`), 32 chains per group;
     ``num_planes`` is the number of random planes the two colours drew (at most 64).
+    ``early_exit=False`` always draws all 32 planes per colour (a fixed-length loop: no
+    device-side loop condition, which can be cheaper on a GPU; the same distribution).
     The same transition as ``ui.kernels.gibbs.build_kernel(model, "block")`` on each of
     the 32 chains of a word (up to the threshold rounding of ``2^-32``), and the chains
     are independent.
     """
     check_lattice(model)
+    if not isinstance(early_exit, (bool, np.bool_)):
+        raise TypeError(f"`early_exit` must be True or False, got {early_exit!r}")
     spin = model.domain == "spin"
     height, width = model.height, model.width
     masks = jnp.asarray(_colour_masks(height, width))
@@ -164,7 +168,11 @@ def build_sweep(model):
             return j + 1, less, undecided
 
         undecided0 = jnp.broadcast_to(masks[colour], s.shape)
-        j, less, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), jnp.zeros_like(s), undecided0))
+        init = (jnp.int32(0), jnp.zeros_like(s), undecided0)
+        if early_exit:
+            j, less, _ = jax.lax.while_loop(cond, body, init)
+        else:
+            j, less, _ = jax.lax.fori_loop(0, LANES, lambda _, carry: body(carry), init)
         return (s & ~masks[colour]) | (less & masks[colour]), j
 
     def sweep(rng_key, words, params, beta=1.0):
