@@ -213,6 +213,19 @@ def test_exact_ml_and_log_likelihood():
     assert ll == pytest.approx(float(ll_brute), abs=1e-4)
 
 
+def test_sap_minibatch_moves_only_its_sets():
+    model, data, _ = chain_problem()
+    learner = cl.conditional_pcd(model, optax.sgd(0.1), 4)
+    state = learner.init(jax.random.key(0), model.init_params(jax.random.key(0)), data)
+    idx = jnp.array([3, 5, 7])
+    batch = {"x": take(data["x"], idx), "y": data["y"][idx], "index": idx}
+    new, _ = jax.jit(learner.step)(jax.random.key(1), state, batch)
+    changed = np.any(np.asarray(new.particles["y"] != state.particles["y"]), axis=(1, 2))
+    assert set(np.nonzero(changed)[0]) <= {3, 5, 7} and changed[[3, 5, 7]].any()
+    with pytest.raises(ValueError, match="index"):
+        learner.step(jax.random.key(1), state, {"x": batch["x"], "y": batch["y"]})
+
+
 # ----------------------------------------------------------------------------------
 # bad input
 # ----------------------------------------------------------------------------------
