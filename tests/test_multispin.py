@@ -4,7 +4,8 @@ Exactness: 20,000 independent chains (625 words of 32) on a 4x4 torus are run fo
 sweeps from uniformly random states and their final states compared with the exact
 Boltzmann distribution from brute-force enumeration (``conftest.brute_force``; chi-square
 at alpha = 1e-6 with pooled cells, ``stat_utils``), for spins with a field at beta = 0.8
-(early-exit plane loop) and for binary sites (fixed 32-plane loop); the spin draws must
+(early-exit plane loop, one plane per draw) and for binary sites (fixed 32-plane loop,
+four planes per draw); the spin draws must
 also reject the target with beta ignored.  The
 float block-Gibbs kernel on the same lattice mixes to within 3e-4 total variation in 25
 sweeps (``tests/test_kernels.py``); the multi-spin kernel is the same transition.
@@ -55,12 +56,15 @@ def test_rejects_unsupported_lattices():
         multispin.build_sweep(ui.models.lattice_ising(4, 4, periodic=False))
     with pytest.raises(TypeError, match="lattice_ising"):
         multispin.build_sweep(ui.models.ising(4))
+    with pytest.raises(ValueError, match="planes_per_draw"):
+        multispin.build_sweep(ui.models.lattice_ising(4, 4), planes_per_draw=3)
     with pytest.raises(ValueError, match="domain"):
         multispin.pack(jnp.ones((2, 4, 4)), "potts")
 
 
 def _draws(model, params, beta, key, num_chains, num_sweeps, early_exit=True):
-    sweep = multispin.build_sweep(model, early_exit=early_exit)
+    # the fixed-length loop also draws its planes four at a time
+    sweep = multispin.build_sweep(model, early_exit=early_exit, planes_per_draw=1 if early_exit else 4)
     start = model.random_state(jax.random.fold_in(key, 1), num_chains)["s"]
 
     @jax.jit

@@ -119,7 +119,7 @@ def _colour_masks(height: int, width: int) -> np.ndarray:
     return np.stack([np.where(parity == c, _ONES, np.uint32(0)) for c in (0, 1)]).astype(np.uint32)
 
 
-def build_sweep(model, early_exit: bool = True):
+def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1):
     """One bit-packed checkerboard sweep for a periodic :func:`~ugm_infer.models.lattice_ising`.
 
     Returns ``sweep(rng_key, words, params, beta=1.0) -> (words, num_planes)`` acting
@@ -127,6 +127,9 @@ def build_sweep(model, early_exit: bool = True):
     ``num_planes`` is the number of random planes the two colours drew (at most 64).
     ``early_exit=False`` always draws all 32 planes per colour (a fixed-length loop: no
     device-side loop condition, which can be cheaper on a GPU; the same distribution).
+    ``planes_per_draw`` (a divisor of 32) random planes are drawn per loop iteration:
+    fewer, larger draws and iterations at the price of up to ``planes_per_draw - 1``
+    planes beyond the last one needed.
     The same transition as ``ui.kernels.gibbs.build_kernel(model, "block")`` on each of
     the 32 chains of a word (up to the threshold rounding of ``2^-32``), and the chains
     are independent.
@@ -134,6 +137,11 @@ def build_sweep(model, early_exit: bool = True):
     check_lattice(model)
     if not isinstance(early_exit, (bool, np.bool_)):
         raise TypeError(f"`early_exit` must be True or False, got {early_exit!r}")
+    if isinstance(planes_per_draw, bool) or not isinstance(planes_per_draw, (int, np.integer)) or planes_per_draw < 1:
+        raise ValueError(f"`planes_per_draw` must be a positive int dividing 32, got {planes_per_draw!r}")
+    if LANES % planes_per_draw:
+        raise ValueError(f"`planes_per_draw` must divide 32, got {planes_per_draw}")
+    chunk = int(planes_per_draw)
     spin = model.domain == "spin"
     height, width = model.height, model.width
     masks = jnp.asarray(_colour_masks(height, width))
@@ -156,23 +164,25 @@ def build_sweep(model, early_exit: bool = True):
 
         def body(carry):
             j, less, undecided = carry
-            # plane j: one random bit per lane, drawn for the colour's half of the sites only
-            r = jax.random.bits(jax.random.fold_in(key, j), (groups, height, width // 2), jnp.uint32)
-            r = jnp.repeat(r, 2, axis=-1)
-            bits = (table >> bit_positions[j]) & jnp.uint32(1)  # bit j (MSB first) of each T_n
-            t = jnp.zeros_like(s)
-            for k in range(5):
-                t = t | (eq[k] & (jnp.uint32(0) - bits[k]))
-            less = less | (undecided & ~r & t)
-            undecided = undecided & ~(r ^ t)
-            return j + 1, less, undecided
+            # planes j .. j + chunk - 1: one random bit per lane each, drawn for the
+            # colour's half of the sites only
+            planes = jax.random.bits(jax.random.fold_in(key, j), (chunk, groups, height, width // 2), jnp.uint32)
+            for i in range(chunk):
+                r = jnp.repeat(planes[i], 2, axis=-1)
+                bits = (table >> bit_positions[j + i]) & jnp.uint32(1)  # bit j + i (MSB first) of each T_n
+                t = jnp.zeros_like(s)
+                for k in range(5):
+                    t = t | (eq[k] & (jnp.uint32(0) - bits[k]))
+                less = less | (undecided & ~r & t)
+                undecided = undecided & ~(r ^ t)
+            return j + chunk, less, undecided
 
         undecided0 = jnp.broadcast_to(masks[colour], s.shape)
         init = (jnp.int32(0), jnp.zeros_like(s), undecided0)
         if early_exit:
             j, less, _ = jax.lax.while_loop(cond, body, init)
         else:
-            j, less, _ = jax.lax.fori_loop(0, LANES, lambda _, carry: body(carry), init)
+            j, less, _ = jax.lax.fori_loop(0, LANES // chunk, lambda _, carry: body(carry), init)
         return (s & ~masks[colour]) | (less & masks[colour]), j
 
     def sweep(rng_key, words, params, beta=1.0):
