@@ -4,7 +4,7 @@ Declare a model as an energy function, sample it with BlackJAX-style kernels, co
 exact answers on small models, and learn its parameters by stochastic approximation.
 """
 
-from ugm_infer import dca, diagnostics, exact, io, kernels, learn, models, numpyro, plots, sharding, smc  # noqa: F401 (numpyro: not in __all__, would shadow the package on `import *`)
+from ugm_infer import dca, diagnostics, exact, io, kernels, learn, models, numpyro, plots, predict, sharding, smc  # noqa: F401 (numpyro: not in __all__, would shadow the package on `import *`)
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 from ugm_infer.fit import FitResult, fit
 from ugm_infer.io import load_model, save_model
@@ -31,6 +31,7 @@ __all__ = [
     "load_model",
     "models",
     "plots",
+    "predict",
     "sample",
     "save_model",
     "sharding",

@@ -324,8 +324,8 @@ def frequencies(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted one- and two-point frequencies with a pseudocount (Morcos et al. 2011, eqs. 3-4).
 
-    .. math::  f_i(a) = (1-\\lambda) \\tfrac{1}{M_{\\rm eff}} \\sum_n w_n [x^n_i = a] + \\tfrac{\\lambda}{q},\\qquad
-               f_{ij}(a,b) = (1-\\lambda) \\tfrac{1}{M_{\\rm eff}} \\sum_n w_n [x^n_i = a][x^n_j = b]
+    .. math::  f_i(a) = (1-\\lambda) \\tfrac{1}{M_{\\rm eff}} \\sum_n w_n \\delta(x^n_i, a) + \\tfrac{\\lambda}{q},\\qquad
+               f_{ij}(a,b) = (1-\\lambda) \\tfrac{1}{M_{\\rm eff}} \\sum_n w_n \\delta(x^n_i, a)\\,\\delta(x^n_j, b)
                + \\tfrac{\\lambda}{q^2}
 
     for ``i != j`` and :math:`f_{ii}(a, b) = \\delta_{ab} f_i(a)`.

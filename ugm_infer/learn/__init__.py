@@ -21,6 +21,9 @@ contract, and :func:`ugm_infer.fit` for the training loop).
                            as Alg. 3 with ``unit_weights=True``)
 :func:`psmc`               persistent SMC: ESS-adaptive bridges between successive models
 :func:`smc_learner`        standard SMC: tempered SMC from uniform at every update
+:func:`conditional_sap`    CRF learners with one particle set per input (also
+                           ``conditional_pcd``, ``conditional_mcmc_mle``,
+                           ``conditional_pf_mcmc_mle``, ``conditional_exact_ml``)
 =========================  ============================================================
 
 Schedules (:func:`robbins_monro`, :func:`constant_then_robbins_monro`) and
@@ -32,6 +35,22 @@ positive phases (the data term with latent variables) in
 from ugm_infer.learn.apcd import APCDInfo, APCDState, apcd, power_decay
 from ugm_infer.learn.base import Learner
 from ugm_infer.learn.cd import CDInfo, CDState, cd
+from ugm_infer.learn.conditional import (
+    ConditionalExactMLInfo,
+    ConditionalExactMLState,
+    ConditionalMCMCMLEInfo,
+    ConditionalMCMCMLEState,
+    ConditionalPFInfo,
+    ConditionalPFState,
+    ConditionalSAPInfo,
+    ConditionalSAPState,
+    conditional_exact_ml,
+    conditional_mcmc_mle,
+    conditional_pcd,
+    conditional_pf_mcmc_mle,
+    conditional_sap,
+    exact_conditional_log_likelihood,
+)
 from ugm_infer.learn.exact_ml import ExactMLInfo, ExactMLState, exact_average_log_likelihood, exact_ml
 from ugm_infer.learn.mcmc_mle import MCMCMLEInfo, MCMCMLEState, mcmc_mle
 from ugm_infer.learn.meanfield import MeanFieldInfo, mean_field, mean_field_positive_phase, mfpcd
@@ -66,6 +85,20 @@ from ugm_infer.learn.tempered import (
 smc = smc_learner  # the name in ARCHITECTURE.md
 
 __all__ = [
+    "ConditionalExactMLInfo",
+    "ConditionalExactMLState",
+    "ConditionalMCMCMLEInfo",
+    "ConditionalMCMCMLEState",
+    "ConditionalPFInfo",
+    "ConditionalPFState",
+    "ConditionalSAPInfo",
+    "ConditionalSAPState",
+    "conditional_exact_ml",
+    "conditional_mcmc_mle",
+    "conditional_pcd",
+    "conditional_pf_mcmc_mle",
+    "conditional_sap",
+    "exact_conditional_log_likelihood",
     "SBNBound",
     "SBNMeanFieldInfo",
     "SBNMeanFieldState",

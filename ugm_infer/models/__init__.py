@@ -23,6 +23,10 @@ dtype (``int8`` included); energies cast them to the params' float dtype.
 ``lattice_potts(H, W, q, periodic=False)``
     ``potts(H * W, q, edges=lattice_edges(H, W, periodic))``; ``x`` has shape
     ``(H * W,)``, row-major.
+``potts_gibbs``
+    fast exact single-site Gibbs kernel for Potts models: each site's local field
+    :math:`h_i + \\sum_j J_{ij}(\\cdot, x_j)` in O(n q) (BlackJAX API; used by
+    :mod:`ugm_infer.dca`).
 ``rbm(n_v, n_h)``
     variables ``v``: Binary ``(n_v,)``, ``h``: Binary ``(n_h,)``; ``W (n_v, n_h)``,
     ``b (n_v,)``, ``c (n_h,)``; :math:`E = -v^\\top W h - b^\\top v - c^\\top h`; free
@@ -71,7 +75,7 @@ from ugm_infer.models.lattice import (
     lattice_edges,
     lattice_ising,
 )
-from ugm_infer.models.potts import Potts, lattice_potts, potts
+from ugm_infer.models.potts import Potts, PottsLogDensity, lattice_potts, potts, potts_gibbs
 from ugm_infer.models.rbm import RBM, SemiRBM, rbm, semi_rbm
 from ugm_infer.models.sbn import SigmoidBeliefNet, sigmoid_belief_net
 
@@ -105,6 +109,7 @@ __all__ = [
     "Ising",
     "LatticeIsing",
     "Potts",
+    "PottsLogDensity",
     "SemiRBM",
     "boltzmann_machine",
     "checkerboard_blocks",
@@ -114,6 +119,7 @@ __all__ = [
     "lattice_ising",
     "lattice_potts",
     "potts",
+    "potts_gibbs",
     "rbm",
     "semi_rbm",
 ]
