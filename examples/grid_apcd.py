@@ -217,16 +217,17 @@ def summarize(runs):
     names = list(runs[0]["learners"])
     first = names[0]
     head = (
-        "| hidden | seed | truth | MF gap at truth | "
+        "| hidden | seed | truth | MF gap at truth | MF gap at MF-PCD's | "
         + " | ".join(names)
         + " | "
         + " | ".join(f"{n} - {first}" for n in names[1:])
     )
     print(head + " |")
-    print("|" + "---|" * (4 + 2 * len(names) - 1))
+    print("|" + "---|" * (5 + 2 * len(names) - 1))
     for r in sorted(runs, key=lambda r: (-r["fraction"], r["seed"])):
         cells = [f"{int(100 * r['fraction'])}% ({r['hidden']})", str(r["seed"]), f"{r['true_test_ll']:.4f}"]
         cells.append(f"{r['mf_gap_true_params']:.4f}")
+        cells.append(f"{r['mf_gap_mfpcd_params']:.4f}" if "mf_gap_mfpcd_params" in r else "")
         cells += [f"{r['learners'][n]['curve'][-1][1] - r['true_test_ll']:+.4f}" for n in names if n in r["learners"]]
         for n in names[1:]:
             d = r["learners"].get(n, {}).get("minus_" + first)
