@@ -65,7 +65,13 @@ from ugm_infer.models.ergm import (
     from_adjacency,
     to_adjacency,
 )
-from ugm_infer.models.grid_hidden import GridHidden, grid_hidden, random_grid_hidden
+from ugm_infer.models.grid_hidden import (
+    GridHidden,
+    grid_hidden,
+    grid_log_likelihood,
+    grid_log_partition,
+    random_grid_hidden,
+)
 from ugm_infer.models.ising import Ising, boltzmann_machine, ising
 from ugm_infer.models.lattice import (
     CRITICAL_COUPLING,
@@ -104,6 +110,8 @@ __all__ = [
     "GridHidden",
     "dbm",
     "grid_hidden",
+    "grid_log_likelihood",
+    "grid_log_partition",
     "random_grid_hidden",
     "RBM",
     "Ising",
