@@ -27,6 +27,7 @@ from conftest import brute_force, run_chains
 from stat_utils import assert_distribution_differs, assert_distribution_matches, state_index
 
 import ugm_infer as ui
+from ugm_infer.kernels._common import temper
 from ugm_infer.kernels._updates import SiteLogitsLogDensity, block_uniforms, compact_factor
 
 gibbs_module = importlib.import_module("ugm_infer.kernels.gibbs")
@@ -64,6 +65,12 @@ def test_site_logits_equal_energy_differences(height, width, periodic, domain, d
     # the density itself is unchanged
     x0 = jnp.asarray(states[0].reshape(height, width), dtype)
     np.testing.assert_allclose(float(ld({"s": x0})), -beta * energy(states[0]), rtol=1e-5)
+    # tempering (parallel tempering, tempered transitions) keeps the closed form, scaled
+    hot = temper(ld, 0.5)
+    assert isinstance(hot, SiteLogitsLogDensity)
+    hot_logits = np.asarray(hot.site_logits({"s": x0})["s"]).reshape(-1)
+    np.testing.assert_allclose(hot_logits, 0.5 * expected[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float(hot({"s": x0})), -0.5 * beta * energy(states[0]), rtol=1e-5)
 
 
 @pytest.mark.parametrize("height,width,periodic", [(4, 6, True), (5, 3, True), (3, 5, False), (7, 7, True), (1, 5, True)])

@@ -56,6 +56,18 @@ class SiteLogitsLogDensity:
         """``{name: log-odds array of the variable's shape}`` at ``position`` (one configuration)."""
         return self._site_logits(position)
 
+    def tempered(self, beta) -> SiteLogitsLogDensity:
+        """``x -> beta * self(x)`` with site logits ``beta * site_logits`` (exact: log-odds scale with beta).
+
+        Used by ``ugm_infer.kernels._common.temper`` so parallel tempering and tempered
+        transitions keep the fast path.
+        """
+        fn, site_logits = self._fn, self._site_logits
+        return SiteLogitsLogDensity(
+            lambda state: beta * fn(state),
+            lambda position: {n: beta * v for n, v in site_logits(position).items()},
+        )
+
 
 def compact_factor(index_sets: list[np.ndarray], size: int) -> int:
     """Largest ``m >= 1`` such that, in every set, the flat indices ``i // m`` are distinct.
