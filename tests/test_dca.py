@@ -320,3 +320,31 @@ def test_fit_dca_matches_target_statistics():
     np.testing.assert_allclose(pij, res.fij, atol=0.02)
     assert res.history["pearson"][-1] > 0.9
     assert len(res.history["update"]) == 4
+
+
+def test_tempering_kernels_keep_the_potts_fast_path():
+    """Parallel tempering and tempered transitions hand potts_gibbs a PottsLogDensity at every beta."""
+    from ugm_infer.kernels._common import temper
+
+    model = ui.models.potts(3, 3)
+    params = model.init_params(jax.random.key(0), scale=0.5)
+    ld = model.logdensity_fn(params)
+    x0 = {"x": jnp.array([0, 1, 2])}
+    assert isinstance(temper(ld, 0.5), PottsLogDensity)
+    plain = temper(lambda s: ld(s), 0.5)
+    assert not isinstance(plain, PottsLogDensity)
+    assert float(plain(x0)) == pytest.approx(0.5 * float(ld(x0)), rel=1e-6)
+
+    seen = []
+    fast = potts_gibbs.build_kernel(model)
+
+    def spy(key, state, logdensity_fn):
+        seen.append(type(logdensity_fn))
+        return fast(key, state, logdensity_fn)
+
+    pt = ui.kernels.parallel_tempering.build_kernel(betas=[0.5, 1.0], base_kernel=spy, base_init=potts_gibbs.init)
+    pt_state = ui.kernels.parallel_tempering.init(x0, ld, num_replicas=2)
+    pt(jax.random.key(1), pt_state, ld)
+    tt = ui.kernels.tempered_transitions.build_kernel(betas=[0.5, 1.0], base_kernel=spy, base_init=potts_gibbs.init)
+    tt(jax.random.key(2), ui.kernels.tempered_transitions.init(x0, ld), ld)
+    assert seen and all(t is PottsLogDensity for t in seen)

@@ -8,6 +8,20 @@ from typing import Any
 import jax
 
 
+def temper(logdensity_fn: Callable, beta: Any) -> Callable:
+    """``x -> beta * logdensity_fn(x)``, keeping a model's fast-kernel log-density recognisable.
+
+    A log-density object with a ``tempered(beta)`` method (e.g.
+    :class:`~ugm_infer.models.potts.PottsLogDensity`) returns its own tempered copy, so
+    a specialised base kernel (``potts_gibbs``) stays on its fast path inside parallel
+    tempering and tempered transitions; any other callable is wrapped.
+    """
+    tempered = getattr(logdensity_fn, "tempered", None)
+    if callable(tempered):
+        return tempered(beta)
+    return lambda x: beta * logdensity_fn(x)
+
+
 def is_concrete(tree) -> bool:
     """True when no leaf is a tracer (so host-side validation is possible)."""
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels._common import is_concrete, resolve_logdensity
+from ugm_infer.kernels._common import is_concrete, resolve_logdensity, temper
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.kernels.tempered_transitions import check_ladder
@@ -151,7 +151,7 @@ def build_kernel(
         key_move, key_swap = jax.random.split(rng_key)
 
         def move(key, position, beta):
-            tempered = lambda x: beta * logdensity_fn(x)
+            tempered = temper(logdensity_fn, beta)
             new_state, _ = base_kernel(key, base_init(position, tempered), tempered)
             return new_state.position
 

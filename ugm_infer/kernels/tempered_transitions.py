@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels._common import resolve_logdensity, validate_position
+from ugm_infer.kernels._common import resolve_logdensity, temper, validate_position
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 
@@ -173,7 +173,7 @@ def build_kernel(
         key_down, key_up, key_accept = jax.random.split(rng_key, 3)
 
         def move(op, key, position, beta):
-            tempered = lambda x: beta * logdensity_fn(x)
+            tempered = temper(logdensity_fn, beta)
             new_state, _ = op(key, base_init(position, tempered), tempered)
             return new_state.position
 
