@@ -43,6 +43,11 @@ def _params(coupling: float, field: float) -> dict:
 
 WEAK = _params(0.05, 0.1)
 STRONG = _params(0.7, 0.05)
+# For the stuck run: with all couplings J the energy of a state with magnetisation M is
+# -J (M^2 - N) / 2 - h M, so at J = 1 the free-energy barrier between the two modes is
+# 17.7 - log C(6, 3) ~ 14.7 nats; a crossing in 4 chains x 300 sweeps has probability
+# of order 1200 e^-14.7 ~ 5e-4 (at J = 0.7 the barrier is ~9.3 nats, ~0.1: too likely).
+STUCK = _params(1.0, 0.05)
 # two chains in each mode: all +1 and all -1
 OPPOSITE = {"s": jnp.concatenate([jnp.ones((2, N)), -jnp.ones((2, N))]).astype(jnp.float32)}
 NUM_UP = {"num_up": lambda x: jnp.sum(x["s"] > 0)}
@@ -56,7 +61,7 @@ def mixing_run():
 
 @pytest.fixture(scope="module")
 def stuck_run():
-    return ui.sample(jax.random.key(3), ui.kernels.gibbs(MODEL, STRONG), OPPOSITE, 300, model=MODEL, params=STRONG)
+    return ui.sample(jax.random.key(3), ui.kernels.gibbs(MODEL, STUCK), OPPOSITE, 300, model=MODEL, params=STUCK)
 
 
 def test_diagnose_tells_mixing_from_stuck_chains(mixing_run, stuck_run):
@@ -67,7 +72,7 @@ def test_diagnose_tells_mixing_from_stuck_chains(mixing_run, stuck_run):
         assert good.table[name]["rhat"] < dg.RHAT_THRESHOLD
         assert good.table[name]["ess_bulk"] > dg.ESS_THRESHOLD
 
-    bad = dg.diagnose(stuck_run, model=MODEL, params=STRONG, statistics={**NUM_UP, "spins": lambda x: x["s"][:2]})
+    bad = dg.diagnose(stuck_run, model=MODEL, params=STUCK, statistics={**NUM_UP, "spins": lambda x: x["s"][:2]})
     assert not bad.ok
     errors = {f.statistic: f for f in bad.errors}
     # the chains sit in opposite modes: magnetisation, number of up spins and single spins disagree
