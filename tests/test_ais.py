@@ -41,6 +41,7 @@ def rbm_case():
     return model, params, float(exact.log_partition(model, params)), {"v": samples["v"]}
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_dense_ising_and_huge_energies():
     model = models.ising(16)
     params = model.init_params(jax.random.key(0), scale=1.0, field_scale=0.3)
@@ -66,6 +67,7 @@ def test_lattice_critical_coupling():
     _check_close(res.log_Z, res.log_Z_se, log_z, "4x4 periodic lattice J=0.44")
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_potts_categorical_logits_base():
     """Categorical sites: enumeration Gibbs updates and a non-uniform categorical base."""
     model = models.lattice_potts(3, 3, 3)
@@ -76,6 +78,7 @@ def test_potts_categorical_logits_base():
     _check_close(res.log_Z, res.log_Z_se, log_z, "3x3 Potts q=3, logits base")
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_rbm_uniform_base_analytic_auto(rbm_case):
     """``analytic="auto"`` sums the larger non-interacting layer (here the 20 visibles)."""
     model, params, log_z, _ = rbm_case
@@ -100,6 +103,7 @@ def test_rbm_data_base_log_likelihood(rbm_case):
     )
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_forward_below_reverse_above(rbm_case):
     """Jensen: E[log Z_fwd] <= log Z <= E[log Z_rev] when reverse runs start at exact samples.
 
@@ -132,6 +136,7 @@ def _brute_free_energy(model, params, rest, name, beta):
     return -(x.max() + np.log(np.exp(x - x.max()).sum()))
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_tempered_free_energy_matches_brute_force(rbm_case):
     model, params, _, data = rbm_case
     for i in range(3):

@@ -252,6 +252,7 @@ def test_periodic_chain_transfer_matrix(K, h):
 # --------------------------------------------------------------------------------------
 # brute force on mixed domains, chunking and ordering
 # --------------------------------------------------------------------------------------
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_mixed_model_against_brute_force():
     model, params = mixed_model(), mixed_params()
     states, probs, log_z = truth(model, params, np_mixed_energy)
@@ -316,6 +317,7 @@ def test_configuration_indices_beyond_int32():
 # --------------------------------------------------------------------------------------
 # analytic summation
 # --------------------------------------------------------------------------------------
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_rbm_analytic_summation_matches_full_enumeration():
     nv, nh = 10, 6
     params = rbm_params(nv, nh, seed=1)
@@ -354,6 +356,7 @@ def test_gradient_summation_exact_for_quadratic_sites():
     np.testing.assert_allclose(exact.log_partition(model, params, sum_out=None), log_z, rtol=1e-6)
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_categorical_single_site_summation():
     model, params = potts_bipartite()
     states, probs, log_z = truth(model, params, np_potts_bipartite_energy)
@@ -503,6 +506,7 @@ def test_sample_matches_distribution_mixed():
     assert_distribution_differs(idx, wrong, label="mixed, field +0.15")
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_sample_with_analytic_summation():
     # RBM: v summed (gradient conditionals); Potts: a summed (single-site conditionals)
     nv, nh = 10, 6
