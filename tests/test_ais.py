@@ -59,6 +59,7 @@ def test_dense_ising_and_huge_energies():
     assert float(res.log_Z) <= log_z_big + 1e-4 * abs(log_z_big)
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_lattice_critical_coupling():
     model = models.lattice_ising(4, 4, periodic=True)
     params = model.init_params(J=0.44)

@@ -102,6 +102,7 @@ def test_chi_square_exact_and_uncorrected_rejected(mixed):
     assert_distribution_differs(state_index(final, model), probs, label="GWG without q(i|x')/q(i|x)")
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_tempered_smc_log_z(mixed):
     model, params = mixed
     res = ui.smc.tempered_smc(

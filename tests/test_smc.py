@@ -51,6 +51,7 @@ def rbm_case():
     return model, params, float(exact.log_partition(model, params)), {"v": data["v"]}
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_dense_ising_uniform_and_logits_base(dense):
     model, params, log_z = dense
     res = ui.smc.tempered_smc(jax.random.key(1), model, params, num_particles=N, num_replicates=R)
