@@ -464,6 +464,7 @@ def test_rbm_784x20_log_partition():
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_rbm_784_visible_marginals_and_sample():
     """Marginals and sampling at full visible width (h drawn from its exact marginal, then v | h)."""
     nv, nh = 784, 14

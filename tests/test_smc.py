@@ -72,6 +72,7 @@ def test_dense_ising_uniform_and_logits_base(dense):
     _check_close(res, log_z, "dense ising, logits base")
 
 
+@pytest.mark.slow  # left out of CI for its time budget; `pytest -m slow` runs it
 def test_lattice_fixed_schedule_residual_metropolis():
     """Fixed schedule (blackjax.tempered_smc), residual resampling, a custom kernel (Metropolis)."""
     model = models.lattice_ising(4, 4, periodic=True)
