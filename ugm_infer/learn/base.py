@@ -140,6 +140,13 @@ def resolve_optimizer(optimizer: Any) -> optax.GradientTransformation:
 
 def check_params(model: Any, params: Any) -> None:
     """Learnable parameters: float leaves (optax cannot move integers), finite, model-valid."""
+    check_float_leaves(params)
+    if is_concrete(params):
+        model.validate_params(params)
+
+
+def check_float_leaves(params: Any) -> None:
+    """At least one leaf, and every leaf floating point (optax cannot move integers)."""
     leaves = jax.tree_util.tree_flatten_with_path(params)[0]
     if not leaves:
         raise ValueError("`params` has no array leaves: there is nothing to learn")
@@ -150,8 +157,6 @@ def check_params(model: Any, params: Any) -> None:
                 f"`params` leaf {jax.tree_util.keystr(path)} has dtype {dtype}; learnable parameters must be "
                 "floating point (optax.apply_updates casts updates to the parameter dtype, so integers never move)"
             )
-    if is_concrete(params):
-        model.validate_params(params)
 
 
 def check_batch(model: Any, visible: tuple[str, ...], batch: Any, argname: str = "batch") -> dict:

@@ -56,6 +56,7 @@ from ugm_infer.learn.base import (
     Learner,
     advance,
     apply_ascent,
+    check_float_leaves,
     check_positive_int,
     global_norm,
     resolve_optimizer,
@@ -99,15 +100,7 @@ def _check_crf(model) -> None:
 
 
 def _check_theta(model, theta) -> None:
-    leaves = jax.tree_util.tree_flatten_with_path(theta)[0]
-    if not leaves:
-        raise ValueError("`params` has no array leaves: there is nothing to learn")
-    for path, leaf in leaves:
-        dtype = jnp.result_type(leaf)
-        if not jnp.issubdtype(dtype, jnp.floating):
-            raise TypeError(
-                f"`params` leaf {jax.tree_util.keystr(path)} has dtype {dtype}; learnable parameters must be float"
-            )
+    check_float_leaves(theta)
     model.validate_theta(theta, argname="params")
 
 
