@@ -14,15 +14,22 @@ binary).  A checkerboard sweep updates all 32 chains of a site with word-wide lo
 3. each lane compares a uniform 32-bit integer ``U`` with its threshold, ``up = U <
    T_n``, bit-sliced from the most significant bit down: plane ``j`` is one random
    word per site, and a lane is decided at the first bit where ``U`` and ``T``
-   differ.  The planes are drawn in a ``lax.while_loop`` that stops when every lane of
-   the colour is decided (after at most 32 planes; a lane with ``U == T`` is "not
-   less").  So ``P(up) = T_n / 2^32`` exactly: the comparison is as exact as comparing
-   32-bit integers, finer than a float32 uniform (24 bits), and only about
-   ``log2(#lanes) + 2`` random words per site are drawn instead of 32 uniforms.
+   differ.  By default 7 planes are drawn for every site of the colour; the few
+   lanes still undecided (probability 1/128 each) are then finished one per word
+   per round, each with the remaining 25 bits of ``U`` drawn as one fresh random word
+   (see :func:`build_sweep`: about 12 random words per site in all).  Alternatively
+   (``tail_after=None``) planes are drawn in a ``lax.while_loop`` until every lane
+   of the colour is decided (at most 32 planes; about ``log2(#lanes) + 2``).  Either
+   way ``P(up) = T_n / 2^32`` exactly (a lane with ``U == T`` is "not less"): the
+   comparison is as exact as comparing 32-bit integers, finer than a float32
+   uniform (24 bits).
 
-Only the random planes of one colour (half the sites) are drawn per half-sweep.
-Restricted to periodic lattices with even height and width (the two-colour
-checkerboard; every site has 4 neighbours).
+The sweep works on the two colours stored apart, ``(groups, H, W / 2)`` each
+(``_split_colours``), so each half-sweep computes and draws for the sites it updates
+only.  Restricted to periodic lattices with even height and width (the two-colour
+checkerboard; every site has 4 neighbours).  :func:`energy` gives every packed
+chain's energy from per-lane bit counts (:func:`lane_counts`), which
+:func:`ugm_infer.smc.multispin_ais` uses for annealed importance sampling.
 
 References
 ----------
@@ -40,10 +47,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["pack", "unpack", "build_sweep", "check_lattice"]
+__all__ = ["pack", "unpack", "build_sweep", "check_lattice", "lane_counts", "energy"]
 
 LANES = 32
 _ONES = np.uint32(0xFFFFFFFF)
+_COUNT_CHUNK = 128  # sites summed per byte counter in lane_counts (< 256: no carry between bytes)
 
 
 def check_lattice(model) -> None:
@@ -101,10 +109,8 @@ def _thresholds(J, h, beta, spin: bool) -> jax.Array:
     return jnp.where(p >= 1.0, jnp.uint32(_ONES), t)
 
 
-def _neighbour_count(s):
-    """Bit-sliced number of up neighbours (three planes ``(c0, c1, c2)``, n = c0 + 2 c1 + 4 c2)."""
-    a, b = jnp.roll(s, 1, axis=-1), jnp.roll(s, -1, axis=-1)
-    c, d = jnp.roll(s, 1, axis=-2), jnp.roll(s, -1, axis=-2)
+def _count_planes(a, b, c, d):
+    """Bit-sliced sum of four neighbour words: planes ``(c0, c1, c2)``, n = c0 + 2 c1 + 4 c2."""
     ab, cd = a ^ b, c ^ d
     carry_ab, carry_cd = a & b, c & d
     c0 = ab ^ cd
@@ -114,22 +120,66 @@ def _neighbour_count(s):
     return c0, c1, c2
 
 
-def _colour_masks(height: int, width: int) -> np.ndarray:
-    parity = np.add.outer(np.arange(height), np.arange(width)) % 2
-    return np.stack([np.where(parity == c, _ONES, np.uint32(0)) for c in (0, 1)]).astype(np.uint32)
+def _neighbour_count(s):
+    """Bit-sliced number of up neighbours of every site of ``(groups, H, W)`` words."""
+    return _count_planes(
+        jnp.roll(s, 1, axis=-1), jnp.roll(s, -1, axis=-1), jnp.roll(s, 1, axis=-2), jnp.roll(s, -1, axis=-2)
+    )
 
 
-def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1):
+def _split_colours(words, odd_rows):
+    """``(groups, H, W)`` -> the two checkerboard colours, ``(groups, H, W / 2)`` each.
+
+    Colour 0 (``(r + c)`` even) of row ``r`` sits at columns ``2 j + r % 2``, colour 1 at
+    ``2 j + 1 - r % 2``; entry ``(r, j)`` of a colour array is its ``j``-th site in row ``r``.
+    """
+    even_cols, odd_cols = words[..., 0::2], words[..., 1::2]
+    return jnp.where(odd_rows, odd_cols, even_cols), jnp.where(odd_rows, even_cols, odd_cols)
+
+
+def _merge_colours(colour0, colour1, odd_rows):
+    even_cols = jnp.where(odd_rows, colour1, colour0)
+    odd_cols = jnp.where(odd_rows, colour0, colour1)
+    return jnp.stack([even_cols, odd_cols], axis=-1).reshape(colour0.shape[:-1] + (2 * colour0.shape[-1],))
+
+
+def _colour_neighbours(other, odd_rows, colour: int):
+    """The four neighbour words of every site of one colour, read from the other colour's array.
+
+    Up and down are ``other[r -/+ 1, j]``, one side is ``other[r, j]``, and the other side
+    is ``other[r, j - 1]`` or ``other[r, j + 1]`` depending on the colour and the row's
+    parity (colour 0: ``j - 1`` on even rows; colour 1: ``j + 1`` on even rows).
+    """
+    left, right = jnp.roll(other, 1, axis=-1), jnp.roll(other, -1, axis=-1)
+    if colour == 0:
+        side = jnp.where(odd_rows, right, left)
+    else:
+        side = jnp.where(odd_rows, left, right)
+    return jnp.roll(other, 1, axis=-2), jnp.roll(other, -1, axis=-2), other, side
+
+
+def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1, tail_after: int | None = 7):
     """One bit-packed checkerboard sweep for a periodic :func:`~ugm_infer.models.lattice_ising`.
 
     Returns ``sweep(rng_key, words, params, beta=1.0) -> (words, num_planes)`` acting
     on ``(groups, H, W)`` uint32 words (:func:`pack`), 32 chains per group;
-    ``num_planes`` is the number of random planes the two colours drew (at most 64).
-    ``early_exit=False`` always draws all 32 planes per colour (a fixed-length loop: no
-    device-side loop condition, which can be cheaper on a GPU; the same distribution).
-    ``planes_per_draw`` (a divisor of 32) random planes are drawn per loop iteration:
-    fewer, larger draws and iterations at the price of up to ``planes_per_draw - 1``
-    planes beyond the last one needed.
+    ``num_planes`` is the number of random words per site the two colours drew.
+
+    By default (``early_exit=True``, ``tail_after=7``) each colour draws 7 random planes
+    for all its lanes; a lane still undecided then (its ``U`` agrees with its threshold
+    in the top 7 bits, probability 1/128) is finished on its own: in each further
+    round every word takes one fresh random word and decides its lowest undecided lane
+    by comparing the remaining 25 bits of ``U`` (taken from that word) with the
+    threshold's, until no word has an undecided lane (about 4-6 rounds; the chance
+    that a word holds ``k`` undecided lanes falls like ``128^-k``).  So about 12 random
+    words per site instead of ``log2(#lanes) + 2`` (about 20) for the plane-by-plane
+    loop (``tail_after=None``), with the same comparison ``U < T_n`` of a 32-bit
+    uniform.  ``early_exit=False`` always draws all 32 planes per colour (a
+    fixed-length loop: no device-side loop condition, which can be cheaper on a GPU;
+    the same distribution; ``tail_after`` is then ignored).  ``planes_per_draw`` (a
+    divisor of 32) planes are drawn per iteration of the plane loops: fewer, larger
+    draws at the price of up to ``planes_per_draw - 1`` planes beyond the last one
+    needed.
     The same transition as ``ui.kernels.gibbs.build_kernel(model, "block")`` on each of
     the 32 chains of a word (up to the threshold rounding of ``2^-32``), and the chains
     are independent.
@@ -141,14 +191,18 @@ def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1):
         raise ValueError(f"`planes_per_draw` must be a positive int dividing 32, got {planes_per_draw!r}")
     if LANES % planes_per_draw:
         raise ValueError(f"`planes_per_draw` must divide 32, got {planes_per_draw}")
+    if tail_after is not None and (
+        isinstance(tail_after, bool) or not isinstance(tail_after, (int, np.integer)) or not 1 <= tail_after <= 31
+    ):
+        raise ValueError(f"`tail_after` must be None or an int in [1, 31], got {tail_after!r}")
     chunk = int(planes_per_draw)
     spin = model.domain == "spin"
-    height, width = model.height, model.width
-    masks = jnp.asarray(_colour_masks(height, width))
+    odd_rows = jnp.asarray((np.arange(model.height) % 2 == 1)[:, None])
     bit_positions = jnp.arange(31, -1, -1, dtype=jnp.uint32)
 
-    def half(key, s, colour, table):
-        c0, c1, c2 = _neighbour_count(s)
+    def half(key, other, colour, table):
+        """New words of one colour (``(groups, H, W / 2)``) given the other colour's words."""
+        c0, c1, c2 = _count_planes(*_colour_neighbours(other, odd_rows, colour))
         eq = (
             ~c0 & ~c1 & ~c2,  # n = 0
             c0 & ~c1 & ~c2,
@@ -156,7 +210,7 @@ def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1):
             c0 & c1,
             c2,  # n = 4
         )
-        groups = s.shape[0]
+        shape = other.shape
 
         def cond(carry):
             j, _, undecided = carry
@@ -164,32 +218,114 @@ def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1):
 
         def body(carry):
             j, less, undecided = carry
-            # planes j .. j + chunk - 1: one random bit per lane each, drawn for the
-            # colour's half of the sites only
-            planes = jax.random.bits(jax.random.fold_in(key, j), (chunk, groups, height, width // 2), jnp.uint32)
+            # planes j .. j + chunk - 1: one random bit per lane each
+            planes = jax.random.bits(jax.random.fold_in(key, j), (chunk,) + shape, jnp.uint32)
             for i in range(chunk):
-                r = jnp.repeat(planes[i], 2, axis=-1)
+                r = planes[i]
                 bits = (table >> bit_positions[j + i]) & jnp.uint32(1)  # bit j + i (MSB first) of each T_n
-                t = jnp.zeros_like(s)
+                t = jnp.zeros_like(r)
                 for k in range(5):
                     t = t | (eq[k] & (jnp.uint32(0) - bits[k]))
                 less = less | (undecided & ~r & t)
                 undecided = undecided & ~(r ^ t)
             return j + chunk, less, undecided
 
-        undecided0 = jnp.broadcast_to(masks[colour], s.shape)
-        init = (jnp.int32(0), jnp.zeros_like(s), undecided0)
+        init = (jnp.int32(0), jnp.zeros(shape, jnp.uint32), jnp.full(shape, _ONES, jnp.uint32))
+        if early_exit and tail_after is not None:
+            return _tail(key, shape, table, eq, body_planes=int(tail_after))
         if early_exit:
             j, less, _ = jax.lax.while_loop(cond, body, init)
         else:
             j, less, _ = jax.lax.fori_loop(0, LANES // chunk, lambda _, carry: body(carry), init)
-        return (s & ~masks[colour]) | (less & masks[colour]), j
+        return less, j
+
+    def _tail(key, shape, table, eq, body_planes):
+        """``body_planes`` planes for every lane, then one undecided lane per word per round."""
+        planes = jax.random.bits(jax.random.fold_in(key, 0), (body_planes,) + shape, jnp.uint32)
+        less = jnp.zeros(shape, jnp.uint32)
+        undecided = jnp.full(shape, _ONES, jnp.uint32)
+        for i in range(body_planes):
+            bits = (table >> bit_positions[i]) & jnp.uint32(1)
+            t = jnp.zeros(shape, jnp.uint32)
+            for k in range(5):
+                t = t | (eq[k] & (jnp.uint32(0) - bits[k]))
+            less = less | (undecided & ~planes[i] & t)
+            undecided = undecided & ~(planes[i] ^ t)
+        low_mask = jnp.uint32((1 << (32 - body_planes)) - 1)
+        table_low = table & low_mask
+
+        def cond(carry):
+            _, _, undecided = carry
+            return jnp.any(undecided != 0)
+
+        def body(carry):
+            j, less, undecided = carry
+            lane = undecided & (jnp.uint32(0) - undecided)  # lowest undecided lane of each word (0 if none)
+            t_low = jnp.zeros(shape, jnp.uint32)
+            for k in range(5):
+                t_low = t_low + jnp.where((eq[k] & lane) != 0, table_low[k], jnp.uint32(0))
+            u_low = jax.random.bits(jax.random.fold_in(key, j + 1), shape, jnp.uint32) & low_mask
+            less = less | jnp.where(u_low < t_low, lane, jnp.uint32(0))
+            return j + 1, less, undecided & ~lane
+
+        rounds, less, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), less, undecided))
+        return less, rounds + body_planes
 
     def sweep(rng_key, words, params, beta=1.0):
         table = _thresholds(params["J"], params["h"], beta, spin)
         k0, k1 = jax.random.split(rng_key)
-        words, n0 = half(k0, words, 0, table)
-        words, n1 = half(k1, words, 1, table)
-        return words, n0 + n1
+        colour0, colour1 = _split_colours(words, odd_rows)
+        colour0, n0 = half(k0, colour1, 0, table)
+        colour1, n1 = half(k1, colour0, 1, table)
+        return _merge_colours(colour0, colour1, odd_rows), n0 + n1
 
     return sweep
+
+
+def lane_counts(words: jax.Array) -> jax.Array:
+    """Number of set bits of every lane summed over the sites: ``(groups, 32)`` int32.
+
+    ``words`` has shape ``(groups, ...)``; entry ``(g, k)`` counts the sites whose bit
+    ``k`` is set in group ``g``, i.e. a per-chain population count.  Counted SWAR-style
+    (SIMD within a register): ``(w >> j) & 0x01010101`` holds the bits of lanes ``j``,
+    ``j + 8``, ``j + 16``, ``j + 24`` in separate bytes, so summing it over up to 255
+    sites counts four lanes at once without carries between bytes; eight shifts per
+    word instead of 32.
+    """
+    w = jnp.asarray(words, jnp.uint32)
+    w = w.reshape(w.shape[0], -1)
+    pad = (-w.shape[1]) % _COUNT_CHUNK
+    if pad:
+        w = jnp.concatenate([w, jnp.zeros((w.shape[0], pad), jnp.uint32)], axis=1)
+    w = w.reshape(w.shape[0], -1, _COUNT_CHUNK)
+    shifts = jnp.arange(8, dtype=jnp.uint32)
+    byte_sums = jnp.sum((w[..., None] >> shifts) & jnp.uint32(0x01010101), axis=2, dtype=jnp.uint32)
+    per_lane = (byte_sums[..., None] >> (8 * jnp.arange(4, dtype=jnp.uint32))) & jnp.uint32(0xFF)
+    counts = jnp.sum(per_lane.astype(jnp.int32), axis=1)  # (groups, j, byte): lane j + 8 * byte
+    return jnp.swapaxes(counts, 1, 2).reshape(w.shape[0], LANES)
+
+
+def energy(words: jax.Array, params: Any, domain: str = "spin") -> jax.Array:
+    r"""Energy of every packed chain of a periodic lattice Ising model, ``(groups * 32,)`` float32.
+
+    :math:`E = -J \sum_{\langle ij \rangle} s_i s_j - h \sum_i s_i` as
+    ``ui.models.lattice_ising`` defines it, from bond and site counts of the packed
+    words: for spins ``s_i s_j = 1 - 2 (b_i \oplus b_j)`` and ``s_i = 2 b_i - 1``; for
+    binary sites the products are ``b_i \wedge b_j``.  The counts are exact integers;
+    chains ``32 g + k`` follow the layout of :func:`pack` (including any padding chains).
+    """
+    if domain not in ("spin", "binary"):
+        raise ValueError(f"`domain` must be 'spin' or 'binary', got {domain!r}")
+    w = jnp.asarray(words, jnp.uint32)
+    right, down = jnp.roll(w, -1, axis=-1), jnp.roll(w, -1, axis=-2)
+    num_sites = w.shape[-1] * w.shape[-2]
+    up = lane_counts(w).astype(jnp.float32)
+    J = jnp.asarray(params["J"], jnp.float32)
+    h = jnp.asarray(params["h"], jnp.float32)
+    if domain == "spin":
+        disagree = lane_counts(jnp.concatenate([w ^ right, w ^ down], axis=-1)).astype(jnp.float32)
+        e = -J * (2.0 * num_sites - 2.0 * disagree) - h * (2.0 * up - num_sites)
+    else:
+        both = lane_counts(jnp.concatenate([w & right, w & down], axis=-1)).astype(jnp.float32)
+        e = -J * both - h * up
+    return e.reshape(-1)
