@@ -10,7 +10,11 @@
 :func:`ais_log_likelihood`             average log-likelihood ``-F(x) - log Z`` with AIS ``log Z``
 :func:`ais_latent_log_likelihood`      log p(v) for models with interacting latent layers (DBMs, grids
                                        with hidden units): AIS log Z + mean-field bound or per-datum AIS
+:func:`multispin_ais`                  forward AIS on the bit-packed lattice kernel (periodic
+                                       ``lattice_ising``; 32 runs per ``uint32`` word)
 :func:`ais_schedule`                   beta schedules (Salakhutdinov & Murray 2008, linear, sigmoid)
+:func:`thermodynamic_schedule`         a schedule with equal thermodynamic length per step, from the
+                                       log-weight variance of a pilot :func:`multispin_ais` run
 :func:`tempered_free_energy`           ``-log sum_h exp(-beta E(x, h))`` for a non-interacting ``h``
 =====================================  ===============================================================
 
@@ -30,7 +34,9 @@ from ugm_infer.smc.ais import (
     ais_schedule,
     reverse_ais,
 )
+from ugm_infer.smc.multispin_ais import multispin_ais
 from ugm_infer.smc.tempered import RESAMPLING, TemperedSMCResult, tempered_smc
+from ugm_infer.smc.thermodynamic import ThermodynamicSchedule, thermodynamic_schedule
 
 __all__ = [
     "AISResult",
@@ -38,11 +44,14 @@ __all__ = [
     "LogLikelihoodResult",
     "RESAMPLING",
     "TemperedSMCResult",
+    "ThermodynamicSchedule",
     "ais",
     "ais_latent_log_likelihood",
     "ais_log_likelihood",
     "ais_schedule",
+    "multispin_ais",
     "reverse_ais",
     "tempered_free_energy",
     "tempered_smc",
+    "thermodynamic_schedule",
 ]

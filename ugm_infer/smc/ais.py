@@ -114,6 +114,10 @@ class AISResult(NamedTuple):
     analytic
         Name of the variable summed in closed form along the path (``""`` for none;
         a static field, not an array).
+    log_weight_variance
+        ``(K,)`` the across-run variance of the cumulative log-weights after each step
+        (:func:`~ugm_infer.smc.multispin_ais` only; ``None`` otherwise): the input of
+        :func:`~ugm_infer.smc.thermodynamic_schedule`.
     """
 
     log_Z: jax.Array
@@ -123,6 +127,7 @@ class AISResult(NamedTuple):
     particles: dict
     betas: jax.Array
     analytic: str
+    log_weight_variance: Any = None
 
 
 class LogLikelihoodResult(NamedTuple):
@@ -321,13 +326,13 @@ def _prepare(model, params, base, data, pseudo_count, analytic, num_sweeps):
     return model, latent, method, names, log_probs, num_sweeps
 
 
-def _finish(log_w, particles, betas, latent, reverse):
+def _finish(log_w, particles, betas, latent, reverse, log_weight_variance=None):
     if np.any(np.isnan(np.asarray(log_w))):
         raise RuntimeError("AIS log-weights are NaN (the energy returned NaN somewhere; check `params`)")
     log_mean, se = log_mean_exp_and_se(log_w)
     log_z = -log_mean if reverse else log_mean
     ess = jnp.exp(log_ess(log_w)) / log_w.shape[0]
-    return AISResult(log_z, se, log_w, ess, particles, jnp.asarray(betas, jnp.float32), latent or "")
+    return AISResult(log_z, se, log_w, ess, particles, jnp.asarray(betas, jnp.float32), latent or "", log_weight_variance)
 
 
 def ais(
