@@ -77,6 +77,7 @@ def configurations(quick: bool) -> list[dict]:
         return [
             {"L": 16, "method": "smc", "num_particles": 256, "num_replicates": 2, "num_mcmc_steps": 2},
             {"L": 16, "method": "ais", "num_runs": 64, "num_betas": 300},
+            {"L": 16, "method": "multispin_ais", "num_runs": 64, "num_betas": 300, "pilot_runs": 32, "pilot_betas": 100},
         ]
     return [
         {"L": 16, "method": "smc", "num_particles": 1024, "num_replicates": 4, "num_mcmc_steps": 2},
@@ -85,6 +86,15 @@ def configurations(quick: bool) -> list[dict]:
         {"L": 32, "method": "smc", "num_particles": 2048, "num_replicates": 4, "num_mcmc_steps": 4},
         {"L": 32, "method": "ais", "num_runs": 256, "num_betas": 1000},
         {"L": 32, "method": "ais", "num_runs": 256, "num_betas": 4000},
+        {"L": 32, "method": "multispin_ais", "num_runs": 1024, "num_betas": 16000},
+        {
+            "L": 32,
+            "method": "multispin_ais",
+            "num_runs": 1024,
+            "num_betas": 16000,
+            "pilot_runs": 256,
+            "pilot_betas": 2000,
+        },
     ]
 
 
@@ -100,6 +110,18 @@ def run_one(model, params, cfg: dict, key):
             target_ess=0.5,
         )
         extra = {"num_steps_mean": float(np.mean(res.num_steps))}
+    elif cfg["method"] == "multispin_ais":
+        betas, extra = None, {}
+        if "pilot_runs" in cfg:
+            # the pilot is part of the estimator: its time counts
+            key, key_pilot = jax.random.split(key)
+            pilot = ui.smc.multispin_ais(key_pilot, model, params, num_runs=cfg["pilot_runs"], num_betas=cfg["pilot_betas"])
+            schedule = ui.smc.thermodynamic_schedule(pilot.betas, pilot.log_weight_variance, cfg["num_betas"])
+            betas = schedule.betas
+            extra["predicted_log_weight_variance"] = schedule.length**2 / (cfg["num_betas"] - 1)
+        res = ui.smc.multispin_ais(key, model, params, num_runs=cfg["num_runs"], num_betas=cfg["num_betas"], betas=betas)
+        extra["weights_ess_fraction"] = float(res.ess)
+        extra["log_weight_variance"] = float(np.var(np.asarray(res.log_weights, np.float64)))
     else:
         res = ui.smc.ais(key, model, params, num_runs=cfg["num_runs"], num_betas=cfg["num_betas"])
         extra = {"weights_ess_fraction": float(res.ess)}
@@ -110,6 +132,13 @@ def run_one(model, params, cfg: dict, key):
 def describe(cfg: dict) -> str:
     if cfg["method"] == "smc":
         return f"tempered SMC, N={cfg['num_particles']} x R={cfg['num_replicates']}, {cfg['num_mcmc_steps']} sweeps/step"
+    if cfg["method"] == "multispin_ais":
+        label = f"multi-spin AIS, {cfg['num_runs']} runs x {cfg['num_betas']} betas"
+        if "pilot_runs" in cfg:
+            label += f", thermodynamic schedule from a {cfg['pilot_runs']} x {cfg['pilot_betas']} pilot"
+        else:
+            label += ", linear"
+        return label
     return f"AIS, {cfg['num_runs']} runs x {cfg['num_betas']} betas"
 
 
@@ -128,8 +157,9 @@ def write_json(args, repeats: int, rows: list[dict]) -> None:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="16x16 only, two small configurations")
+    parser.add_argument("--quick", action="store_true", help="16x16 only, three small configurations")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--only", default=None, help="run only configurations whose label contains this string")
     parser.add_argument("--out", default="benchmarks/results/bench_log_z.json")
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
@@ -137,6 +167,8 @@ def main(argv=None):
     models = {}
     rows = []
     for cfg in configurations(args.quick):
+        if args.only and args.only not in f"{cfg['L']}x{cfg['L']} {describe(cfg)}":
+            continue
         L = cfg["L"]
         if L not in models:
             model = ui.models.lattice_ising(L, L, periodic=True)
