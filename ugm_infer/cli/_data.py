@@ -30,7 +30,9 @@ def read_data(path: str, *, key: str | None, unpack_bits: int | None, header: st
     except FileNotFoundError as err:
         raise CLIError(f"{flag}: {err}") from None
     except ValueError as err:
-        raise CLIError(f"{flag}: {str(err).replace('header=True', '--header yes')}") from None
+        raise CLIError(
+            f"{flag}: {str(err).replace('header=True', '--header yes').replace('unpack_bits', '--unpack-bits')}"
+        ) from None
 
 
 def domain_values(domain) -> np.ndarray:

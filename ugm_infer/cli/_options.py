@@ -45,7 +45,18 @@ PROGRESS = ("auto", "on", "off")
 # options that only steer where and how a command runs, never what it computes
 HEADER_HELP = "CSV/text header line: auto (detect), yes or no"
 MAX_BYTES_HELP = "largest model allowed (default: UGM_MAX_MODEL_BYTES or 1 GiB)"
-NOT_SETTINGS = ("out", "force", "resume", "epochs", "progress", "config", "command", "debug", "max_model_bytes")
+NOT_SETTINGS = (
+    "out",
+    "force",
+    "resume",
+    "epochs",
+    "eval_every",
+    "progress",
+    "config",
+    "command",
+    "debug",
+    "max_model_bytes",
+)
 
 
 # ----------------------------------------------------------------------------------

@@ -83,8 +83,9 @@ def _exact_plan_error(model, params, var: str, limit: int) -> str | None:
     """``None`` if the likelihood enumerates within ``limit`` configurations, else why not."""
     import ugm_infer as ui
 
-    try:
-        ui.exact.enumeration_plan(model, params, (var,), max_configurations=limit)
+    try:  # log Z (every variable free) and the likelihood of the observed variable
+        for observed in ((), (var,)):
+            ui.exact.enumeration_plan(model, params, observed, max_configurations=limit)
         return None
     except ValueError as err:
         return str(err)
