@@ -291,3 +291,13 @@ def test_csv_header_is_detected(tmp_path):
     np.testing.assert_array_equal(ui.io.load_data(path), [[0, 1, 0], [1, 1, 0]])
     with pytest.raises(ValueError, match="header=True"):
         ui.io.load_data(path, header=False)
+
+
+def test_verdict_needs_a_real_gain():
+    from ugm_infer.cli._report import verdict
+
+    ref = {"independent_sites": {"train": -73.3, "eval": -73.3}, "uniform": {"train": -135.9, "eval": -135.9}}
+    assert verdict({"eval_log_likelihood": -53.0}, ref, "log_likelihood").startswith("learned: 20.300")
+    assert verdict({"eval_log_likelihood": -73.27}, ref, "log_likelihood").startswith("barely better")
+    assert verdict({"train_log_likelihood": -74.0}, ref, "log_likelihood").startswith("not better")
+    assert "evaluate" in verdict({}, ref, None)

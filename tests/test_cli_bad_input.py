@@ -117,6 +117,10 @@ CASES = {
     "--learning-rate nan": (["fit", "--data", "{d}/good.csv", "--learning-rate", "nan"], ["--learning-rate", "finite"]),
     "--learning-rate inf": (["fit", "--data", "{d}/good.csv", "--learning-rate", "inf"], ["--learning-rate", "finite"]),
     "--learning-rate 0": (["fit", "--data", "{d}/good.csv", "--learning-rate", "0"], ["--learning-rate", "positive"]),
+    "--learning-rate diverges": (
+        ["fit", "--data", "{d}/good.csv", "--model", "boltzmann_machine", "--learning-rate", "1e38", "--epochs", "2"],
+        ["--learning-rate", "diverged", "nothing was saved"],
+    ),
     "--learning-rate negative": (["fit", "--data", "{d}/good.csv", "--learning-rate=-0.1"], ["--learning-rate", "positive"]),
     "--epochs 0": (["fit", "--data", "{d}/good.csv", "--epochs", "0"], ["--epochs must be a positive integer"]),
     "--batch-size negative": (["fit", "--data", "{d}/good.csv", "--batch-size", "-3"], ["--batch-size must be a positive"]),

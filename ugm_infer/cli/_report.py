@@ -121,7 +121,11 @@ def likelihood_rows(final: dict[str, float], reference: dict, kind: str) -> list
 
 
 def verdict(final: dict[str, float], reference: dict, kind: str | None) -> str:
-    """One sentence: did the model learn more than the independent-sites model?"""
+    """One sentence: did the model learn more than the independent-sites model?
+
+    "learned" needs a gain of at least 0.05 nats per example and 1% of the
+    independent-sites value; a smaller gain is "barely better".
+    """
     if kind is None:
         return "no likelihood computed (model too large to enumerate): estimate it with `ugm-infer evaluate` (AIS)"
     set_name = "eval" if f"eval_{kind}" in final else "train"
@@ -130,11 +134,11 @@ def verdict(final: dict[str, float], reference: dict, kind: str | None) -> str:
     where = SET_NAMES[set_name]
     if not math.isfinite(value):
         return f"the {where} {kind.replace('_', '-')} is not finite: training diverged; lower --learning-rate"
-    if gain > 0:
+    if gain >= max(0.05, 0.01 * abs(reference["independent_sites"][set_name])):
         return f"learned: {gain:.3f} nats per example above independent sites ({where} data)"
     return (
-        f"not better than independent sites ({gain:+.3f} nats per example on {where} data): train longer "
-        "(--epochs) or change --learning-rate"
+        f"{'barely' if gain > 0 else 'not'} better than independent sites ({gain:+.3f} nats per example on {where} "
+        "data): train longer (--epochs) or change --learning-rate"
     )
 
 

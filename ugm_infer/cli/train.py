@@ -75,7 +75,7 @@ DEMO_DEFAULTS = {
 #: ``--epochs auto`` trains for at least this many updates (and at least 10 epochs)
 TARGET_UPDATES = 3000
 #: ``--eval-every auto`` evaluates about this many times per run
-TARGET_EVALUATIONS = 20
+TARGET_EVALUATIONS = 10
 MODEL_FILES = ("model.json", "params.npz")
 RUN_FILE = "run.json"
 CHECKPOINT = "checkpoint"
@@ -378,22 +378,27 @@ def _train(args, argv, train, test, family: str, kwargs: dict, title: str, data_
     except KeyboardInterrupt as err:
         return _interrupted(err, out, plan, argv, output, fresh=resumed_from is None)
     except Exception as err:
-        if diverged is not None and isinstance(err, diverged):
-            if resumed_from is None:
-                output.discard(extra=[CHECKPOINT])
-            raise CLIError(
-                f"--learning-rate {args.learning_rate:g}: training diverged at step {getattr(err, 'step', '?')} "
-                "(non-finite parameters); lower --learning-rate and start again"
-            ) from None
         if resumed_from is None:
             output.discard(extra=[CHECKPOINT])
+        # a non-finite value met by an evaluation is divergence too
+        nonfinite = isinstance(err, ValueError) and ("NaN" in str(err) or "inf" in str(err))
+        if (diverged is not None and isinstance(err, diverged)) or nonfinite:
+            at = f" at step {err.step}" if hasattr(err, "step") else ""
+            raise CLIError(
+                f"--learning-rate {args.learning_rate:g}: training diverged{at} (non-finite parameters); nothing was "
+                "saved; lower --learning-rate and start again"
+            ) from None
         raise
     seconds = time.perf_counter() - t0
-    if not all(bool(np.all(np.isfinite(np.asarray(x)))) for x in jax.tree.leaves(result.params)):
+    ev = result.history.get("evaluations", {})
+    final = {k: float(np.asarray(ev[k])[-1]) for k in ev if k.startswith(("train_", "eval_")) and k != "eval_seconds"}
+    finite_params = all(bool(np.all(np.isfinite(np.asarray(x)))) for x in jax.tree.leaves(result.params))
+    if not finite_params or not all(math.isfinite(v) for v in final.values()):
         if resumed_from is None:
             output.discard(extra=[CHECKPOINT])
+        what = "parameters" if not finite_params else "log-likelihood"
         raise CLIError(
-            f"--learning-rate {args.learning_rate:g}: training diverged (non-finite parameters); "
+            f"--learning-rate {args.learning_rate:g}: training diverged (non-finite {what}); nothing was saved; "
             "lower --learning-rate and start again"
         )
 
@@ -403,9 +408,7 @@ def _train(args, argv, train, test, family: str, kwargs: dict, title: str, data_
         info["train_site_values"] = values.tolist()
         info["train_site_marginals"] = np.round(marginals, 8).tolist()
     save_model(out, family, kwargs, result.params, **info)
-    ev = result.history.get("evaluations", {})
     kind = next((k for k in ("log_likelihood", "pseudo_log_likelihood") if f"train_{k}" in ev), None)
-    final = {k: float(np.asarray(ev[k])[-1]) for k in ev if k.startswith(("train_", "eval_")) and k != "eval_seconds"}
     sentence = _report.verdict(final, reference, kind)
     rows = [
         ("model", f"{family} {kwargs}"),
