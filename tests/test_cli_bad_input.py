@@ -149,6 +149,7 @@ CASES = {
     "--out is a file": (["fit", "--data", "{d}/good.csv", "--out", "{d}/existing.txt"], ["--out", "not a folder"]),
     "--out holds a report": (["fit", "--data", "{d}/good.csv", "--out", "{d}/used"], ["--out", "exists", "--force"]),
     "--out planted link": (["fit", "--data", "{d}/good.csv", "--out", "{d}/planted"], ["--out", "symbolic link"]),
+    "--resume with --force": (["fit", "--data", "{d}/good.csv", "--resume", "--force"], ["--resume and --force"]),
     "--resume with nothing saved": (["fit", "--data", "{d}/good.csv", "--resume"], ["--resume", "no checkpoint"]),
     # ---- config files ----
     "--config sets force": (["fit", "--data", "{d}/good.csv", "--config", "{d}/force.json"], ["--config", "--force"]),

@@ -77,15 +77,14 @@ def check_training(
     limit: int | None,
 ) -> None:
     """Refuse a fit whose parameters, optimizer state, chains and data will not fit in memory."""
-    dense = family in ("boltzmann_machine", "ising", "potts")
     num_columns = data_shape[1]
-    alternative = (
-        "use fewer hidden units (--hidden)"
-        if not dense
-        else f"--data has {num_columns} columns; a dense {family} couples every pair of them: use --model rbm "
-        "with a few hidden units"
-    )
-    flag = "--hidden" if not dense else "--data"
+    pairs = f"--data has {num_columns} columns; a dense {family} couples every pair of them"
+    if family == "rbm" or (family == "semi_rbm" and kwargs["num_hidden"] > num_columns):
+        flag, alternative = "--hidden", "use fewer hidden units (--hidden)"
+    elif family == "potts":
+        flag, alternative = "--data", f"{pairs}: use fewer columns or fewer states (--num-states)"
+    else:
+        flag, alternative = "--data", f"{pairs}: use --model rbm with a few hidden units"
     check_model_bytes(family, kwargs, limit, flag, alternative)
     num_params, num_sites = model_size(family, kwargs)
     parts = {

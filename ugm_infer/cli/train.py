@@ -306,6 +306,8 @@ def _train(args, argv, train, test, family: str, kwargs: dict, title: str, data_
     from ugm_infer.io import build_model, save_model
 
     # ---- checks: nothing is allocated or written before they pass ----
+    if args.resume and args.force:
+        raise CLIError("--resume and --force: choose one (continue the saved run, or start over)")
     _sizes.check_training(
         family,
         kwargs,
