@@ -201,6 +201,16 @@ class Parser(argparse.ArgumentParser):
         raise CLIError(_reword(message))
 
 
+def add_saved_model_options(parser: argparse.ArgumentParser, force_help: str) -> None:
+    """``MODEL_DIR`` and the options every command on a saved model has: ``--force``, ``--max-model-bytes``, ``--config``."""
+    parser.add_argument(
+        "model_dir", type=path_text, metavar="MODEL_DIR", help="folder written by `ugm-infer fit` (required)"
+    )
+    parser.add_argument("--force", action="store_true", help=force_help)
+    parser.add_argument("--max-model-bytes", type=byte_count, metavar="BYTES", help=MAX_BYTES_HELP)
+    parser.add_argument("--config", type=path_text, metavar="FILE", help="JSON or TOML file of options (command line wins)")
+
+
 # ----------------------------------------------------------------------------------
 # config files
 # ----------------------------------------------------------------------------------

@@ -19,10 +19,9 @@ from ugm_infer.cli import _data, _report
 from ugm_infer.cli._options import (
     HEADER_HELP,
     HEADERS,
-    MAX_BYTES_HELP,
     METHODS,
     CLIError,
-    byte_count,
+    add_saved_model_options,
     int_at_least,
     nonnegative_int,
     one_of,
@@ -42,7 +41,7 @@ def add_evaluate_parser(sub) -> None:
         description="Average log-likelihood of a data file under a saved model: exact when the model can be "
         "enumerated, AIS otherwise; printed beside the uniform and independent-sites references.",
     )
-    ev.add_argument("model_dir", type=path_text, metavar="MODEL_DIR", help="folder written by `ugm-infer fit` (required)")
+    add_saved_model_options(ev, "overwrite an existing --out file")
     req = ev.add_argument_group("required")
     req.add_argument("--data", type=path_text, metavar="FILE", help="data (.npz, .npy, .csv, .txt), one example per row")
     add = ev.add_argument
@@ -60,9 +59,6 @@ def add_evaluate_parser(sub) -> None:
     add("--num-runs", type=positive_int, default=100, metavar="N", help="AIS runs")
     add("--seed", type=nonnegative_int, default=0, metavar="N", help="random seed (AIS)")
     add("--out", type=path_text, metavar="FILE", help="also write the result as JSON to this file")
-    add("--force", action="store_true", help="overwrite an existing --out file")
-    add("--max-model-bytes", type=byte_count, metavar="BYTES", help=MAX_BYTES_HELP)
-    add("--config", type=path_text, metavar="FILE", help="JSON or TOML file of options (command line wins)")
 
 
 def _references(folder: str, data: np.ndarray, values: np.ndarray) -> tuple[dict, str]:

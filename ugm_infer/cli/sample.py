@@ -10,8 +10,7 @@ import numpy as np
 from ugm_infer.cli import _build, _data, _report, _sizes
 from ugm_infer.cli._options import (
     KERNELS,
-    MAX_BYTES_HELP,
-    byte_count,
+    add_saved_model_options,
     int_at_least,
     nonnegative_int,
     one_of,
@@ -30,7 +29,7 @@ def add_sample_parser(sub) -> None:
         description="Run chains of a kernel on a saved model; write the draws (netCDF), the last states, a trace plot "
         "and a plain-language mixing diagnosis.",
     )
-    smp.add_argument("model_dir", type=path_text, metavar="MODEL_DIR", help="folder written by `ugm-infer fit` (required)")
+    add_saved_model_options(smp, "overwrite earlier results in --out")
     add = smp.add_argument
     add("--kernel", type=one_of(KERNELS), default="gibbs", metavar="NAME", help=", ".join(KERNELS))
     add("--num-chains", type=positive_int, default=4, metavar="N", help="independent chains")
@@ -40,9 +39,6 @@ def add_sample_parser(sub) -> None:
     add("--beta-min", type=unit_interval, default=0.5, metavar="BETA", help="smallest inverse temperature")
     add("--seed", type=nonnegative_int, default=0, metavar="N", help="random seed")
     add("--out", type=path_text, default="out/sample", metavar="DIR", help="output folder")
-    add("--force", action="store_true", help="overwrite earlier results in --out")
-    add("--max-model-bytes", type=byte_count, metavar="BYTES", help=MAX_BYTES_HELP)
-    add("--config", type=path_text, metavar="FILE", help="JSON or TOML file of options (command line wins)")
 
 
 def run_sample(args, argv: list[str]) -> int:
