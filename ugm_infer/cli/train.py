@@ -23,6 +23,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -298,14 +299,43 @@ def _resume_command(argv: list[str], epochs: int | None = None) -> str:
     return shlex.join(["ugm-infer", *kept, *extra])
 
 
+class _Run(NamedTuple):
+    """Everything a checked training run needs (made before anything is written)."""
+
+    args: Any
+    argv: list
+    train: np.ndarray
+    test: np.ndarray | None
+    family: str
+    kwargs: dict
+    title: str
+    data_desc: str
+    model: Any
+    learner: Any
+    var: str
+    values: np.ndarray
+    plan: _Plan
+    output: OutputFolder
+    resumed_from: int | None
+
+
 def _train(args, argv, train, test, family: str, kwargs: dict, title: str, data_desc: str) -> int:
-    """Check everything, train with checkpoints, save the model and write the report (reason for length: one flow)."""
-    import jax
+    """Check everything, train with checkpoints, save the model and write the report."""
+    run = _prepare(args, argv, train, test, family, kwargs, title, data_desc)
+    run.output.create()
+    if run.resumed_from is None:
+        run.output.write_text(RUN_FILE, json.dumps(_settings(args, train), indent=2))
+    outcome = _fit(run)
+    if isinstance(outcome, int):  # interrupted
+        return outcome
+    _save_and_report(run, *outcome)
+    return 0
 
-    import ugm_infer as ui
-    from ugm_infer.io import build_model, save_model
 
-    # ---- checks: nothing is allocated or written before they pass ----
+def _prepare(args, argv, train, test, family, kwargs, title, data_desc) -> _Run:
+    """Every check of a training run: options, sizes, values, the output folder, a run to resume."""
+    from ugm_infer.io import build_model
+
     if args.resume and args.force:
         raise CLIError("--resume and --force: choose one (continue the saved run, or start over)")
     _sizes.check_training(
@@ -325,13 +355,12 @@ def _train(args, argv, train, test, family: str, kwargs: dict, title: str, data_
     if test is not None:
         _data.check_values(test, domain, family, "--eval-data")
     plan = _Plan(args, len(train))
-    run = _settings(args, train)
     out = Path(args.out)
     output = OutputFolder(args.out, (*_report.TRAINING_FILES, *MODEL_FILES, RUN_FILE, CHECKPOINT + "/"), force=args.force)
     resumed_from = None
-    if args.resume and not args.force:
+    if args.resume:
         output.check(allowed=output.names)
-        resumed_from = _check_resume(out, run, plan)
+        resumed_from = _check_resume(out, _settings(args, train), plan)
     else:
         step = _checkpoint_step(out / CHECKPOINT)
         if step is not None and not args.force:
@@ -340,91 +369,114 @@ def _train(args, argv, train, test, family: str, kwargs: dict, title: str, data_
                 "or start over with --force"
             )
         output.check()
-    key = jax.random.key(args.seed)
-    params = model.init_params(key, 0.01, data=train) if family in ("rbm", "semi_rbm") else model.init_params(key, 0.1)
-
-    # ---- train ----
-    output.create()
-    if resumed_from is None:
-        output.write_text(RUN_FILE, json.dumps(run, indent=2))
     values = _data.domain_values(domain)
-    marginals = _data.site_marginals(train, values)
-    sets = {"train": train} if test is None else {"train": train, "eval": test}
-    reference = _data.references(marginals, values, sets)
-    lr = f"{args.optimizer}, {args.schedule}, lr {args.learning_rate:g}"
+    return _Run(
+        args, argv, train, test, family, kwargs, title, data_desc, model, learner, var, values, plan, output, resumed_from
+    )
+
+
+def _diverged(args, at: str, what: str) -> CLIError:
+    return CLIError(
+        f"--learning-rate {args.learning_rate:g}: training diverged{at} (non-finite {what}); nothing was saved; "
+        "lower --learning-rate and start again"
+    )
+
+
+def _fit(run: _Run):
+    """``ui.fit`` with checkpoints: ``(result, seconds)``, or the exit code after Ctrl-C."""
+    import jax
+
+    import ugm_infer as ui
+
+    args, plan, out = run.args, run.plan, run.output.path
+    key = jax.random.key(args.seed)
+    scale = 0.01 if run.family in ("rbm", "semi_rbm") else 0.1
+    data_init = {"data": run.train} if run.family in ("rbm", "semi_rbm") else {}
+    params = run.model.init_params(key, scale, **data_init)
     print(
-        f"ugm-infer: {title}: {data_desc}; learner {args.learner} ({lr}), {plan.epochs} epochs "
+        f"ugm-infer: {run.title}: {run.data_desc}; learner {args.learner} ({_learning(args)}), {plan.epochs} epochs "
         f"({plan.total_steps} updates), batch {plan.batch_size}; checkpoints in {out / CHECKPOINT}"
     )
-    if resumed_from is not None:
-        announce(f"resuming the run in {out} from step {resumed_from} of {plan.total_steps}")
-    fitmod = importlib.import_module("ugm_infer.fit")
-    diverged = getattr(fitmod, "FitDiverged", None)
+    if run.resumed_from is not None:
+        announce(f"resuming the run in {out} from step {run.resumed_from} of {plan.total_steps}")
+    diverged = getattr(importlib.import_module("ugm_infer.fit"), "FitDiverged", None)
     t0 = time.perf_counter()
     try:
         result = ui.fit(
-            learner,
+            run.learner,
             jax.random.fold_in(key, 1),
-            {var: train},
+            {run.var: run.train},
             params=params,
             num_epochs=plan.epochs,
             batch_size=plan.batch_size,
             eval_every=plan.eval_every,
             eval_fn="auto",
-            eval_data=None if test is None else {var: test},
+            eval_data=None if run.test is None else {run.var: run.test},
             progress="auto" if args.progress == "auto" else args.progress == "on",
             checkpoint_dir=str(out / CHECKPOINT),
             checkpoint_every=plan.checkpoint_every,
-            resume=resumed_from is not None,
+            resume=run.resumed_from is not None,
         )
     except KeyboardInterrupt as err:
-        return _interrupted(err, out, plan, argv, output, fresh=resumed_from is None)
+        return _interrupted(err, out, plan, run.argv, run.output, fresh=run.resumed_from is None)
     except Exception as err:
-        if resumed_from is None:
-            output.discard(extra=[CHECKPOINT])
+        if run.resumed_from is None:
+            run.output.discard(extra=[CHECKPOINT])
         # a non-finite value met by an evaluation is divergence too
         nonfinite = isinstance(err, ValueError) and ("NaN" in str(err) or "inf" in str(err))
         if (diverged is not None and isinstance(err, diverged)) or nonfinite:
-            at = f" at step {err.step}" if hasattr(err, "step") else ""
-            raise CLIError(
-                f"--learning-rate {args.learning_rate:g}: training diverged{at} (non-finite parameters); nothing was "
-                "saved; lower --learning-rate and start again"
-            ) from None
+            raise _diverged(args, f" at step {err.step}" if hasattr(err, "step") else "", "parameters") from None
         raise
     seconds = time.perf_counter() - t0
-    ev = result.history.get("evaluations", {})
-    final = {k: float(np.asarray(ev[k])[-1]) for k in ev if k.startswith(("train_", "eval_")) and k != "eval_seconds"}
     finite_params = all(bool(np.all(np.isfinite(np.asarray(x)))) for x in jax.tree.leaves(result.params))
-    if not finite_params or not all(math.isfinite(v) for v in final.values()):
-        if resumed_from is None:
-            output.discard(extra=[CHECKPOINT])
-        what = "parameters" if not finite_params else "log-likelihood"
-        raise CLIError(
-            f"--learning-rate {args.learning_rate:g}: training diverged (non-finite {what}); nothing was saved; "
-            "lower --learning-rate and start again"
-        )
+    finite_metrics = all(math.isfinite(v) for v in _final_metrics(result).values())
+    if not (finite_params and finite_metrics):
+        if run.resumed_from is None:
+            run.output.discard(extra=[CHECKPOINT])
+        raise _diverged(args, "", "parameters" if not finite_params else "log-likelihood")
+    return result, seconds
 
-    # ---- save and report ----
-    info = {"learner": args.learner, "num_train": int(len(train)), "seconds": seconds}
+
+def _learning(args) -> str:
+    return f"{args.optimizer}, {args.schedule}, lr {args.learning_rate:g}"
+
+
+def _final_metrics(result) -> dict[str, float]:
+    ev = result.history.get("evaluations", {})
+    return {k: float(np.asarray(ev[k])[-1]) for k in ev if k.startswith(("train_", "eval_")) and k != "eval_seconds"}
+
+
+def _save_and_report(run: _Run, result, seconds: float) -> None:
+    """Save the model (with the training marginals, for `evaluate`'s references) and write the report."""
+    from ugm_infer.io import save_model
+
+    args, plan, out = run.args, run.plan, run.output.path
+    marginals = _data.site_marginals(run.train, run.values)
+    sets = {"train": run.train} if run.test is None else {"train": run.train, "eval": run.test}
+    reference = _data.references(marginals, run.values, sets)
+    info = {"learner": args.learner, "num_train": int(len(run.train)), "seconds": seconds}
     if marginals.size <= _MAX_STORED_MARGINALS:
-        info["train_site_values"] = values.tolist()
+        info["train_site_values"] = run.values.tolist()
         info["train_site_marginals"] = np.round(marginals, 8).tolist()
-    save_model(out, family, kwargs, result.params, **info)
+    save_model(out, run.family, run.kwargs, result.params, **info)
+    ev = result.history.get("evaluations", {})
+    final = _final_metrics(result)
     kind = next((k for k in ("log_likelihood", "pseudo_log_likelihood") if f"train_{k}" in ev), None)
     sentence = _report.verdict(final, reference, kind)
+    resumed = "" if run.resumed_from is None else f" (resumed from step {run.resumed_from})"
     rows = [
-        ("model", f"{family} {kwargs}"),
-        ("data", data_desc),
-        ("learner", f"{args.learner} ({lr})"),
+        ("model", f"{run.family} {run.kwargs}"),
+        ("data", run.data_desc),
+        ("learner", f"{args.learner} ({_learning(args)})"),
         ("epochs / batch", f"{plan.epochs} ({plan.total_steps} updates) / {plan.batch_size}"),
-        ("time", f"{seconds:.1f} s" + ("" if resumed_from is None else f" (resumed from step {resumed_from})")),
+        ("time", f"{seconds:.1f} s{resumed}"),
         *(_report.likelihood_rows(final, reference, kind) if kind else []),
         ("verdict", sentence),
     ]
     metrics = {
-        "title": title,
-        "data": data_desc,
-        "model": {"family": family, **kwargs},
+        "title": run.title,
+        "data": run.data_desc,
+        "model": {"family": run.family, **run.kwargs},
         "learner": args.learner,
         "optimizer": args.optimizer,
         "schedule": args.schedule,
@@ -435,28 +487,28 @@ def _train(args, argv, train, test, family: str, kwargs: dict, title: str, data_
         "num_chains": args.num_chains,
         "seed": args.seed,
         "seconds": seconds,
-        "resumed_from_step": resumed_from,
+        "resumed_from_step": run.resumed_from,
         "final": final,
         "reference": reference,
         "verdict": sentence,
         "evaluations": {k: [float(x) for x in np.asarray(v)] for k, v in ev.items()},
     }
-    side = int(round(train.shape[1] ** 0.5))
-    square = side * side == train.shape[1] and side >= 4 and len(values) == 2
+    num_columns = run.train.shape[1]
+    side = int(round(num_columns**0.5))
+    square = side * side == num_columns and side >= 4 and len(run.values) == 2
     _report.write_training_report(
-        output,
-        title=title,
+        run.output,
+        title=run.title,
         rows=rows,
         metrics=metrics,
         result=result,
         learner_name=args.learner,
-        var=var,
+        var=run.var,
         image_shape=(side, side) if square else None,
         reload_hint=json.dumps(str(out)),
         model_files=list(MODEL_FILES),
     )
-    print(f"to train longer: {_resume_command(argv, 2 * plan.epochs)}")
-    return 0
+    print(f"to train longer: {_resume_command(run.argv, 2 * plan.epochs)}")
 
 
 def _interrupted(err: BaseException, out: Path, plan: _Plan, argv, output: OutputFolder, fresh: bool) -> int:
