@@ -32,7 +32,7 @@ available to us):
   (``ui.predict.max_marginals``, the per-pixel modes of Gibbs-estimated marginals).
 
 Run ``python examples/crf_denoising.py`` (full: 32x32, 400 updates per learner) or
-``--quick`` (CI: 16x16 image, 40 updates; < 90 s).  Writes ``crf_denoising.{json,png}``
+``--quick`` (CI: 16x16 image, 40 updates; < 90 s).  Both write ``crf_denoising.{json,png}``
 into ``--out`` (default ``out/crf_denoising``).  Results:
 ``docs/results/crf_denoising.md``.
 """
@@ -335,12 +335,11 @@ def main(argv=None) -> dict:
     results["config"] = {k: v for k, v in vars(args).items()}
     results["platform"] = {"python": sys.version.split()[0], "jax": jax.__version__, "machine": platform.machine()}
     results["total_wall_s"] = time.time() - t0
-    if not args.quick:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "crf_denoising.json"), "w") as f:
-            json.dump(results, f, indent=1)
-        plot(results, os.path.join(args.out, "crf_denoising.png"))
-        print(f"wrote {args.out}/crf_denoising.json and .png")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "crf_denoising.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    plot(results, os.path.join(args.out, "crf_denoising.png"))
+    print(f"wrote {args.out}/crf_denoising.json and .png")
     print(f"total {results['total_wall_s']:.1f}s")
     return results
 

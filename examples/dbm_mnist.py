@@ -69,10 +69,19 @@ from ugm_infer.learn.meanfield import mean_field, mfpcd
 from ugm_infer.models.dbm import dbm
 from ugm_infer.smc.ais import ais_latent_log_likelihood
 
-DEFAULT_DATA = "/work/shared/data/binarized_mnist.npz"
+# binarized MNIST is not shipped with the repository: ../shared/data beside the repository root, or $UGM_DATA
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DATA = os.path.join(
+    os.environ.get("UGM_DATA", os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))), "binarized_mnist.npz"
+)
 
 
 def load_mnist(path):
+    if not os.path.isfile(path):
+        raise SystemExit(
+            f"error: {path} not found; binarized MNIST is not part of the repository: put binarized_mnist.npz in "
+            "../shared/data beside the repository root, set UGM_DATA to the folder holding it, or pass --data PATH"
+        )
     d = np.load(path)
     return tuple(np.unpackbits(d[k], axis=1, count=784).astype(np.float32) for k in ("train", "test"))
 

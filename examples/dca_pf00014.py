@@ -8,7 +8,9 @@ between the data's and the chains' connected correlations as learning goes; then
 score pairs by the APC-corrected Frobenius norm of the zero-sum-gauge couplings (gap
 state excluded) and report the precision of the top-L (L = 53) pairs with
 ``|i - j| >= 4`` against the structure's contact map (minimal heavy-atom distance
-< 8 A; ``/work/shared/data/pfam/README.md``).
+< 8 A; ``../shared/data/pfam/README.md`` beside the repository root).  The Pfam files are
+not shipped with the repository: they are read from ``../shared/data/pfam``, or from
+the folder named by ``UGM_PFAM_DIR`` (or ``UGM_DATA``/pfam).
 
 Writes ``dca_pf00014.json`` (settings, Meff, Pearson history with wall time, top-L
 precision, the PPV curve) and ``dca_pf00014.png`` (Pearson vs updates and vs time,
@@ -34,12 +36,18 @@ import numpy as np
 
 from ugm_infer import dca
 
-DATA = os.environ.get("UGM_PFAM_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "pfam"))
-if not os.path.isdir(DATA):
-    DATA = "/work/shared/data/pfam"
+# the Pfam files are not shipped with the repository: ../shared/data/pfam beside the repository root
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.environ.get("UGM_DATA", os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data")))
+DATA = os.environ.get("UGM_PFAM_DIR", os.path.join(SHARED_DATA, "pfam"))
 
 
 def run(args) -> dict:
+    if not os.path.isfile(os.path.join(DATA, "PF00014_mgap6.fasta.gz")):
+        raise SystemExit(
+            f"error: PF00014_mgap6.fasta.gz not found in {DATA}; the Pfam files are not part of the repository: "
+            "put them in ../shared/data/pfam beside the repository root or set UGM_PFAM_DIR to their folder"
+        )
     t0 = time.perf_counter()
     aln = dca.read_fasta(os.path.join(DATA, "PF00014_mgap6.fasta.gz"))
     seqs = aln.sequences

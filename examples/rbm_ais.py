@@ -16,7 +16,8 @@ Writes ``results.json`` and ``ais_vs_exact.png`` into ``--out`` (default
 cores) trains on 20,000 images for 2 epochs and tries fewer AIS settings; the full
 run (10 epochs on 50,000 images, up to 14,501 betas and 1,024 runs) takes ~15 min.
 
-Data: ``/work/shared/data/binarized_mnist.npz`` (or ``--data``), the fixed
+Data (not shipped with the repository): ``../shared/data/binarized_mnist.npz`` beside the
+repository root (or in the folder named by ``UGM_DATA``, or ``--data``), the fixed
 binarization of Larochelle & Murray (2011); pixels are packed with ``np.packbits``.
 
 Usage::
@@ -40,10 +41,19 @@ import optax
 import ugm_infer as ui
 from ugm_infer import exact, models
 
-DEFAULT_DATA = "/work/shared/data/binarized_mnist.npz"
+# binarized MNIST is not shipped with the repository: ../shared/data beside the repository root, or $UGM_DATA
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DATA = os.path.join(
+    os.environ.get("UGM_DATA", os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))), "binarized_mnist.npz"
+)
 
 
 def load_mnist(path: str) -> tuple[np.ndarray, np.ndarray]:
+    if not os.path.isfile(path):
+        raise SystemExit(
+            f"error: {path} not found; binarized MNIST is not part of the repository: put binarized_mnist.npz in "
+            "../shared/data beside the repository root, set UGM_DATA to the folder holding it, or pass --data PATH"
+        )
     d = np.load(path)
     train, test = (np.unpackbits(d[k], axis=1, count=784).astype(np.float32) for k in ("train", "test"))
     return train, test

@@ -43,7 +43,8 @@ Run ``python examples/rbm_tempered_transitions.py --quick`` (CI, a few minutes o
 loaded cores) or without ``--quick`` for the medium configuration.  Writes
 ``rbm_tempered_transitions.png`` and ``.json`` into ``--out`` (default
 ``out/rbm_tempered_transitions``).  Needs binarized MNIST (``--data``, default
-``../shared/data/binarized_mnist.npz`` relative to the repository root): an ``.npz``
+``../shared/data/binarized_mnist.npz`` relative to the repository root, or in the folder
+named by ``UGM_DATA``; not shipped with the repository): an ``.npz``
 with bit-packed ``train`` and ``test`` arrays of 784 pixels.
 """
 
@@ -68,7 +69,10 @@ from ugm_infer.models.rbm import rbm
 
 NUM_VISIBLE = 784
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "binarized_mnist.npz"))
+# binarized MNIST is not shipped with the repository: ../shared/data beside the repository root, or $UGM_DATA
+DEFAULT_DATA = os.path.join(
+    os.environ.get("UGM_DATA", os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))), "binarized_mnist.npz"
+)
 METHODS = ("exact ML", "SAP", "Trans-SAP")
 NAME = "rbm_tempered_transitions"
 

@@ -9,7 +9,8 @@ stratified 75/25 train/test split (``random_state=0``).  Baseline: multinomial
 logistic regression (scikit-learn) on the same binary pixels.
 
 Second part: a small SBN (784-H) trained by the same bound on a subset of binarized
-MNIST (``/work/shared/data/binarized_mnist.npz``); its mean-field bound is compared
+MNIST (not shipped with the repository: ``../shared/data/binarized_mnist.npz`` beside
+the repository root, or the folder named by ``UGM_DATA``); its mean-field bound is compared
 with the exact test log-likelihood (hidden configurations enumerated by
 ``ui.exact.log_likelihood``), which measures how tight the bound is after learning.
 
@@ -40,7 +41,9 @@ import ugm_infer as ui
 from ugm_infer.learn.sbn_meanfield import mean_field_bound, mean_field_learner
 from ugm_infer.models.sbn import sigmoid_belief_net
 
-MNIST = Path(os.environ.get("UGM_DATA", "/work/shared/data")) / "binarized_mnist.npz"
+# binarized MNIST is not shipped with the repository: ../shared/data beside the repository root, or $UGM_DATA
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MNIST = Path(os.environ.get("UGM_DATA", REPO_ROOT.parent / "shared" / "data")) / "binarized_mnist.npz"
 
 SETTINGS = {
     "quick": dict(
@@ -182,6 +185,11 @@ def digits_experiment(cfg, key):
 
 
 def mnist_experiment(cfg, key):
+    if not MNIST.is_file():
+        raise SystemExit(
+            f"error: {MNIST} not found; binarized MNIST is not part of the repository: put binarized_mnist.npz in "
+            "../shared/data beside the repository root or set UGM_DATA to the folder holding it"
+        )
     data = np.load(MNIST)
     train = np.unpackbits(data["train"][: cfg["mnist_train"]], axis=1, count=784).astype(np.float32)
     test = np.unpackbits(data["test"][: cfg["mnist_test"]], axis=1, count=784).astype(np.float32)
