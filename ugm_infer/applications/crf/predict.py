@@ -45,6 +45,7 @@ from ugm_infer.kernels import _updates
 from ugm_infer.kernels._common import check_model, resolve_structure
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
+from ugm_infer.models._common import check_int
 
 __all__ = ["ICMResult", "icm", "simulated_annealing", "SAResult", "max_marginals", "MaxMarginalsResult", "geometric_betas"]
 
@@ -79,14 +80,6 @@ class MaxMarginalsResult(NamedTuple):
 
     state: dict
     marginals: dict
-
-
-def _check_int(value: Any, argname: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{argname}` must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"`{argname}` must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _concrete(tree: Any) -> bool:
@@ -182,7 +175,7 @@ def icm(model, params: Any, init_state: dict, *, max_sweeps: int = 100) -> ICMRe
     -------
     :class:`ICMResult`.  At convergence no single-site change lowers the energy.
     """
-    max_sweeps = _check_int(max_sweeps, "max_sweeps")
+    max_sweeps = check_int(max_sweeps, "max_sweeps")
     state = _prepare(model, params, init_state)
     if not model.has_structure and _concrete(params):
         resolve_structure(model, params)
@@ -208,7 +201,7 @@ def icm(model, params: Any, init_state: dict, *, max_sweeps: int = 100) -> ICMRe
 # ----------------------------------------------------------------------------------
 def geometric_betas(beta_min: float, beta_max: float, num_stages: int) -> np.ndarray:
     """``num_stages`` inverse temperatures spaced geometrically from ``beta_min`` to ``beta_max``."""
-    num_stages = _check_int(num_stages, "num_stages")
+    num_stages = check_int(num_stages, "num_stages")
     if not (np.isfinite(beta_min) and np.isfinite(beta_max) and 0 < beta_min <= beta_max):
         raise ValueError(f"need 0 < beta_min <= beta_max (finite), got beta_min={beta_min!r}, beta_max={beta_max!r}")
     return np.geomspace(beta_min, beta_max, num_stages).astype(np.float32)
@@ -251,7 +244,7 @@ def simulated_annealing(
     :class:`SAResult` with the lowest-energy configuration seen (after the polish),
     its energy and the energy after each stage.
     """
-    num_steps_per_stage = _check_int(num_steps_per_stage, "num_steps_per_stage")
+    num_steps_per_stage = check_int(num_steps_per_stage, "num_steps_per_stage")
     state = _prepare(model, params, init_state)
     betas_arr = jnp.asarray(betas, jnp.float32)
     if betas_arr.ndim != 1 or betas_arr.shape[0] < 1:
@@ -311,10 +304,10 @@ def max_marginals(
     -------
     :class:`MaxMarginalsResult` (modes and ``{name: (*shape, K)}`` marginals).
     """
-    num_samples = _check_int(num_samples, "num_samples")
-    num_burnin = _check_int(num_burnin, "num_burnin", minimum=0)
-    thin = _check_int(thin, "thin")
-    num_chains = _check_int(num_chains, "num_chains")
+    num_samples = check_int(num_samples, "num_samples")
+    num_burnin = check_int(num_burnin, "num_burnin", minimum=0)
+    thin = check_int(thin, "thin")
+    num_chains = check_int(num_chains, "num_chains")
     state = _prepare(model, params, init_state)
     init_fn, kernel_fn = _resolve_kernel(model, params, kernel)
     logdensity_fn = model.logdensity_fn(params)
