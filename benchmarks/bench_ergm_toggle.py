@@ -3,7 +3,7 @@
 Model: ``ergm(n, ("edges", "kstar2", "triangles", ("gwesp", 0.25)))`` with theta
 ``(-1.5, 0.05, 0.2, 0.3)`` (sparse graphs), ``num_chains`` chains (vmapped).
 
-* ``ergm_toggle``: :data:`ugm_infer.models.ergm.ergm_toggle`, systematic-scan Gibbs on
+* ``ergm_toggle``: :data:`ugm_infer.applications.ergm.ergm_toggle`, systematic-scan Gibbs on
   the dyads; conditional log-odds :math:`\\theta^\\top\\delta_{ij}g(y)` from cached
   degrees and shared-partner counts, O(n) per toggle.
 * ``ui.kernels.gibbs``: the library's generic systematic-scan Gibbs through the
@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer.applications.ergm import ergm, ergm_toggle
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
-from ugm_infer.models.ergm import ergm, ergm_toggle
 
 TERMS = ("edges", "kstar2", "triangles", ("gwesp", 0.25))
 THETA = (-1.5, 0.05, 0.2, 0.3)

@@ -51,9 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ugm_infer import predict
+from ugm_infer.applications.crf import difference_features, grid_crf, predict
 from ugm_infer.learn import conditional as cl
-from ugm_infer.models.crf import difference_features, grid_crf
 
 METHODS = ("PCD", "PF", "MCMC-MLE")
 

@@ -47,9 +47,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score, hamming_loss, precision_score, recall_score
 from sklearn.preprocessing import StandardScaler
 
-from ugm_infer import predict
+from ugm_infer.applications.crf import multilabel_crf, predict
 from ugm_infer.learn import conditional as cl
-from ugm_infer.models.crf import multilabel_crf
 
 METHODS = ("exact", "PCD", "PF")
 

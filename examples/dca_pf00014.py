@@ -1,9 +1,9 @@
 """bmDCA on the Pfam family PF00014 (Kunitz/BPTI domain): Potts model, Pearson tracking, contact prediction.
 
-Pipeline (:mod:`ugm_infer.dca`): read the aligned FASTA (13,600 sequences x 53 columns,
+Pipeline (:mod:`ugm_infer.applications.dca`, also ``ui.dca``): read the aligned FASTA (13,600 sequences x 53 columns,
 q = 21 with the gap), reweight at 80% identity, pseudocount ``1/M_eff``, fit a dense
 Potts model by persistent-chain stochastic maximum likelihood with the fast Potts
-Gibbs kernel (:func:`ugm_infer.dca.fit_dca`), recording the Pearson correlation
+Gibbs kernel (:func:`ugm_infer.applications.dca.fit_dca`), recording the Pearson correlation
 between the data's and the chains' connected correlations as learning goes; then
 score pairs by the APC-corrected Frobenius norm of the zero-sum-gauge couplings (gap
 state excluded) and report the precision of the top-L (L = 53) pairs with
@@ -34,7 +34,7 @@ import time
 import jax
 import numpy as np
 
-from ugm_infer import dca
+from ugm_infer.applications import dca
 
 # the Pfam files are not shipped with the repository: ../shared/data/pfam beside the repository root
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,8 +13,8 @@ Models (statnet notation) and fits:
 * ``flomarriage ~ edges + triangle``;
 * ``flomarriage ~ edges + gwesp(0.5, fixed = TRUE)``;
 
-each by MPLE (:func:`ugm_infer.models.ergm.ergm_mple`) and by statnet-style MCMC-MLE
-(:func:`ugm_infer.models.ergm.ergm_mcmc_mle`: Geyer-Thompson iterations from the
+each by MPLE (:func:`ugm_infer.applications.ergm.ergm_mple`) and by statnet-style MCMC-MLE
+(:func:`ugm_infer.applications.ergm.ergm_mcmc_mle`: Geyer-Thompson iterations from the
 MPLE, standard errors from the inverse Fisher information estimated by the
 covariance of the statistics of MCMC draws at the estimate).
 
@@ -42,7 +42,7 @@ import time
 import jax
 import numpy as np
 
-from ugm_infer.models.ergm import ergm, ergm_mcmc_mle, ergm_mple
+from ugm_infer.applications.ergm import ergm, ergm_mcmc_mle, ergm_mple
 
 FAMILIES = (
     "Acciaiuoli",

@@ -13,10 +13,10 @@ connections to contrastive divergence*, ICML, section 4.2):
   their start: a bimodal, near-degenerate model), or when the MPLE of the
   training graphs does not exist;
 * 500 training graphs: the final states of those 500 long chains (independent);
-* three learners, each starting at the MPLE (:func:`ugm_infer.models.ergm.ergm_mple`),
+* three learners, each starting at the MPLE (:func:`ugm_infer.applications.ergm.ergm_mple`),
   with the same ``S`` initial particles (``--particle-burn-in`` toggle sweeps at the
   MPLE from the empty graph: draws at :math:`\theta_0`, Alg. 2 line 1), moved by the O(n) edge-toggle Gibbs kernel
-  (:data:`ugm_infer.models.ergm.ergm_toggle`), full-batch updates through
+  (:data:`ugm_infer.applications.ergm.ergm_toggle`), full-batch updates through
   :func:`ugm_infer.fit` with the same optax optimizer (Adam, step
   ``lr * b / (b + t)``):
 
@@ -57,7 +57,7 @@ import numpy as np
 import optax
 
 import ugm_infer as ui
-from ugm_infer.models.ergm import ergm, ergm_mple, ergm_simulate, ergm_toggle
+from ugm_infer.applications.ergm import ergm, ergm_mple, ergm_simulate, ergm_toggle
 
 METHODS = ("PF", "PF-capped", "PCD", "MCMC-MLE")
 QUICK_METHODS = ("PF-capped", "PCD", "MCMC-MLE")

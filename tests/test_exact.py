@@ -609,3 +609,103 @@ def test_bad_inputs():
     nan_energy = ui.EnergyModel(lambda p, s: jnp.log(p - jnp.sum(s["x"])), {"x": ui.Binary(3)})
     with pytest.raises(ValueError, match="log Z is NaN"):
         exact.log_partition(nan_energy, jnp.float32(2.0), sum_out=None)
+
+
+# --------------------------------------------------------------------------------------
+# non-finite results, the float32 range, the energy's shape, sizes checked from shapes
+# --------------------------------------------------------------------------------------
+def _pair(J, dtype=jnp.float32):
+    """Two spins coupled by J: E(s) = -J s1 s2, log Z = log(2 e^J + 2 e^-J), p(+1, +1) -> 1/2 as J grows."""
+    model = ui.models.ising(2)
+    return model, {"W": jnp.array([[0.0, J], [J, 0.0]], dtype), "h": jnp.zeros(2, dtype)}
+
+
+def test_overflowing_energies_raise_instead_of_returning_inf():
+    model, params = _pair(3e38)  # 0.5 * (W01 + W10) overflows float32: the energies are -inf / +inf
+    up = {"s": jnp.array([1.0, 1.0])}
+    calls = {
+        "log_partition": lambda: exact.log_partition(model, params),
+        "log_prob": lambda: exact.log_prob(model, params, up),
+        "log_likelihood": lambda: exact.log_likelihood(model, params, up),
+        "marginals": lambda: exact.marginals(model, params),
+        "expectation": lambda: exact.expectation(model, params, lambda s: s["s"]),
+        "sample": lambda: exact.sample(jax.random.key(0), model, params, 5),
+        "distribution": lambda: exact.distribution(model, params),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=r"is (\+inf|NaN) for model .*params\['W'\] \(\|value\| up to 3e\+38\)") as err:
+            call()
+        assert "jax_enable_x64" in str(err.value), name
+
+
+def test_all_configurations_forbidden_raise_but_one_forbidden_state_is_allowed():
+    # energy +inf for every configuration: log Z = -inf
+    nothing = ui.EnergyModel(lambda p, s: jnp.inf * (1.0 + p * jnp.sum(s["x"])), {"x": ui.Binary(2)})
+    with pytest.raises(ValueError, match=r"log Z is -inf .*every configuration has energy \+inf"):
+        exact.log_partition(nothing, jnp.float32(0.0), sum_out=None)
+    # energy -inf for one configuration: log Z = +inf
+    infinite = ui.EnergyModel(lambda p, s: jnp.where(jnp.sum(s["x"]) == 2, -jnp.inf, p), {"x": ui.Binary(2)})
+    with pytest.raises(ValueError, match=r"log Z is \+inf"):
+        exact.log_partition(infinite, jnp.float32(0.0), sum_out=None)
+    # energy +inf for one configuration (a forbidden state): probability 0, the rest uniform
+    model = ui.EnergyModel(lambda p, s: jnp.where(jnp.sum(s["x"]) == 2, jnp.inf, p), {"x": ui.Binary(2)})
+    p = jnp.float32(0.0)
+    assert float(exact.log_partition(model, p, sum_out=None)) == pytest.approx(np.log(3.0), abs=1e-6)
+    lp = np.asarray(exact.log_prob(model, p, {"x": jnp.array([[1.0, 1.0], [0.0, 1.0]])}, sum_out=None))
+    assert lp[0] == -np.inf and lp[1] == pytest.approx(-np.log(3.0), abs=1e-6)
+    marg = np.asarray(exact.marginals(model, p, sum_out=None)["x"])
+    np.testing.assert_allclose(marg, [[2 / 3, 1 / 3], [2 / 3, 1 / 3]], atol=1e-6)
+    _, probs = exact.distribution(model, p)
+    np.testing.assert_allclose(probs, [1 / 3, 1 / 3, 1 / 3, 0.0], atol=1e-12)
+
+
+def test_float32_range_as_documented_and_float64_extends_it():
+    """The module docstring's figures: float32 keeps log p to ~6e-8 (|E| + |log Z|) nats, so about
+    1e-3 at |E| = 1e4 and nothing at |E| = 1e8; float64 keeps 1e-16 relative."""
+    up = {"s": jnp.array([1.0, 1.0])}
+    exact_value = -np.log(1.0 + np.exp(-2e4))  # log p(+1, +1) = -log 2 - log(1 + e^{-2J}) at J = 1e4
+    model, params = _pair(1e4)
+    got = float(exact.log_prob(model, params, up))
+    assert abs(got - (exact_value - np.log(2.0))) <= 6e-8 * 2 * 2e4
+    model, params = _pair(1e8)
+    assert float(exact.log_prob(model, params, up)) == 0.0  # no correct digit left: the documented limit
+    with jax.enable_x64(True):
+        model, params = _pair(1e8, jnp.float64)
+        assert float(exact.log_prob(model, params, up)) == pytest.approx(-np.log(2.0), abs=1e-7)
+        model, params = _pair(1e300, jnp.float64)
+        assert np.isfinite(float(exact.log_partition(model, params)))
+
+
+def test_energy_must_return_a_scalar():
+    vector = ui.EnergyModel(lambda p, s: p * s["s"], {"s": ui.Spin(3)})  # one energy per site: wrong
+    with pytest.raises(ValueError, match=r"must return a real scalar for one configuration, got shape \(3,\)"):
+        exact.log_partition(vector, jnp.float32(1.0), sum_out=None)
+    with pytest.raises(ValueError, match="must return a real scalar"):
+        exact.marginals(vector, jnp.float32(1.0))
+
+
+class _Untouchable:
+    """A parameter leaf that fails loudly if anything reads its values."""
+
+    shape = (10**6, 10**5)
+    dtype = np.dtype(np.float32)
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the parameter values were read before the size check")
+
+
+def test_size_is_checked_from_shapes_before_params_are_read():
+    model = ui.models.rbm(10**6, 10**5)  # 10^11 weights: never allocated here
+    params = {"W": _Untouchable(), "b": _Untouchable(), "c": _Untouchable()}
+    for call in (
+        lambda: exact.enumeration_plan(model, params),
+        lambda: exact.log_partition(model, params),
+        lambda: exact.sample(jax.random.key(0), model, params, 3),
+    ):
+        with pytest.raises(ValueError, match=r"too large to enumerate: at least ~10\^30103\.0 configurations"):
+            call()
+    with pytest.raises(ValueError, match=r"at least ~10\^331133\.0 configurations > max_configurations"):
+        exact.distribution(model, params)
+    # the bound is a lower bound: what it lets through, the plan still checks exactly
+    small = ui.models.rbm(3, 2)
+    assert exact.enumeration_plan(small, small.init_params(jax.random.key(0)), max_configurations=4).num_configurations == 4

@@ -2,16 +2,46 @@
 
 Declare a model as an energy function, sample it with BlackJAX-style kernels, compute
 exact answers on small models, and learn its parameters by stochastic approximation.
+
+``import ugm_infer`` loads only the light core (domains, :class:`EnergyModel`,
+:func:`fit`, model I/O); the subpackages (``kernels``, ``models``, ``exact``, ``learn``,
+``smc``, ``diagnostics``, ``plots``, ``numpyro``, ``sharding``) and the applications'
+facades (``dca``, ``predict``) are imported on first use, so BlackJAX, NumPyro, ArviZ
+and matplotlib load only when a program needs them.
 """
 
-from ugm_infer import dca, diagnostics, exact, io, kernels, learn, models, numpyro, plots, predict, sharding, smc  # noqa: F401 (numpyro: not in __all__, would shadow the package on `import *`)
+from ugm_infer._lazy import lazy_attributes as _lazy_attributes
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
 from ugm_infer.fit import FitResult, fit
 from ugm_infer.io import load_model, save_model
 from ugm_infer.model import EnergyModel
-from ugm_infer.sampling import SampleResult, sample
 
 __version__ = "0.1.0"
+
+__getattr__, __dir__ = _lazy_attributes(
+    __name__,
+    {
+        **{
+            name: f"ugm_infer.{name}"
+            for name in (
+                "dca",
+                "diagnostics",
+                "exact",
+                "kernels",
+                "learn",
+                "models",
+                "numpyro",  # not in __all__: it would shadow the numpyro package on `import *`
+                "plots",
+                "predict",
+                "sampling",
+                "sharding",
+                "smc",
+            )
+        },
+        "sample": "ugm_infer.sampling:sample",
+        "SampleResult": "ugm_infer.sampling:SampleResult",
+    },
+)
 
 __all__ = [
     "Binary",

@@ -63,7 +63,30 @@ conditionals of ``V``, so for them only non-interacting variables qualify;
 
 ``max_configurations`` bounds the number of *enumerated* configurations (after the
 analytic summation; per example for :func:`log_likelihood`); beyond it a
-``ValueError`` ("model too large to enumerate") suggests AIS or SMC.
+``ValueError`` ("model too large to enumerate") suggests AIS or SMC.  The bound is
+first checked by shape arithmetic alone (the enumerated count is at least the joint
+count divided by that of the largest variable), before any parameter value is read,
+so a model far too large is refused without touching its (possibly huge) params.
+
+Floating-point range
+--------------------
+Energies, free energies and ``log Z`` are computed in the params' float dtype,
+float32 by default.  float32 holds magnitudes up to about :math:`3.4 \times 10^{38}`
+with a relative rounding error of :math:`2^{-24} \approx 6 \times 10^{-8}`, so
+
+* ``log Z``, :func:`log_prob` and :func:`log_likelihood` carry an absolute error of
+  about :math:`6 \times 10^{-8} (|E| + |\log Z|)`: about :math:`10^{-3}` nats at
+  energies of :math:`10^4`, and no correct digit left (e.g. ``log_prob`` returns 0
+  instead of :math:`-\log 2`) once energies reach about :math:`10^{7}`;
+* an energy or ``log Z`` beyond :math:`3.4 \times 10^{38}` overflows to ``inf``.
+
+Every routine raises ``ValueError`` when its result (or the normaliser behind it) is
+NaN or :math:`\pm\infty`, naming the quantity, the model and the largest parameter,
+instead of returning it.  A configuration of energy :math:`+\infty` (a forbidden
+state) is allowed: it has probability 0 and log-probability :math:`-\infty`.  With
+``jax.config.update("jax_enable_x64", True)`` and float64 params everything runs in
+float64: magnitudes up to about :math:`1.8 \times 10^{308}`, relative error
+:math:`1.1 \times 10^{-16}`.
 
 References
 ----------
@@ -330,6 +353,52 @@ def _work_per_config(model: Any, summed: str | None, method: str | None) -> int:
     return 2 * n
 
 
+def _check_size_from_shapes(model: Any, free: tuple[str, ...], sum_out: Any, max_configurations: int) -> None:
+    """Refuse, from the domains' shapes alone, a sum that cannot fit ``max_configurations``.
+
+    At most one variable is summed analytically, so at least ``joint / largest``
+    configurations are enumerated (``joint`` when nothing may be summed).  Nothing
+    here reads a parameter value, so a model far too large (e.g. an RBM with 10^5
+    hidden units) is refused before its params are validated or copied.
+    """
+    logs = {n: _log_configs(model.variables[n]) for n in free}
+    if not logs:
+        return
+    if sum_out is None:
+        summable = 0.0
+    elif sum_out == _AUTO:
+        summable = max(logs.values())
+    else:
+        summable = logs.get(sum_out, 0.0)
+    log_min = sum(logs.values()) - summable
+    if log_min > math.log(max_configurations) * (1 + 1e-9) + 1e-9:
+        largest = max(logs, key=logs.get)
+        what = f" after summing '{largest}' analytically" if sum_out == _AUTO and len(logs) > 1 else ""
+        raise ValueError(
+            f"model too large to enumerate: at least {_fmt_log_count(log_min)} configurations{what} > "
+            f"max_configurations={max_configurations}; use AIS/SMC"
+        )
+
+
+def _fmt_log_count(log_n: float) -> str:
+    return str(round(math.exp(log_n))) if log_n < math.log(1e15) else f"~10^{log_n / math.log(10):.1f}"
+
+
+def _check_energy_shape(model: Any, params: Any) -> None:
+    """The energy of one configuration must be a scalar (checked once per params structure, by shapes only)."""
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), params)
+    key = ("energy_shape", str(abstract))
+    cache = model.__dict__.setdefault("_exact_cache", {})
+    if key in cache:
+        return
+    example = {n: jax.ShapeDtypeStruct(d.shape, d.dtype) for n, d in model.variables.items()}
+    out = jax.eval_shape(model.energy, abstract, example)
+    if not (hasattr(out, "shape") and out.shape == () and jnp.issubdtype(out.dtype, jnp.number)):
+        got = f"shape {out.shape} and dtype {out.dtype}" if hasattr(out, "shape") else type(out).__name__
+        raise ValueError(f"the energy of model {model.name!r} must return a real scalar for one configuration, got {got}")
+    cache[key] = True
+
+
 def _make_plan(
     model: Any,
     params: Any,
@@ -382,7 +451,12 @@ def enumeration_plan(
     chunk_size: int = 65536,
     max_configurations: int = 2**27,
 ) -> EnumerationPlan:
-    """The plan :func:`log_partition` (or :func:`log_likelihood`) would use.
+    """The plan :func:`log_partition` (or :func:`log_likelihood`, ...) would use, after their argument checks.
+
+    Every routine of this module starts here.  Sizes are checked before values: a sum
+    that cannot fit ``max_configurations`` whatever is summed analytically is refused
+    from the domains' shapes alone, then the energy's output shape is checked with
+    ``jax.eval_shape``, and only then are the params' values read.
 
     Parameters
     ----------
@@ -402,20 +476,26 @@ def enumeration_plan(
     EnumerationPlan
     """
     _check_model(model)
-    _check_params(model, params)
     _check_sum_out(model, sum_out)
+    chunk_size = _check_positive_int(chunk_size, "chunk_size")
+    max_configurations = _check_positive_int(max_configurations, "max_configurations")
     unknown = sorted(set(observed) - set(model.variables))
     if unknown:
         raise ValueError(f"`observed` has unknown variable(s) {unknown}; the model has {list(model.variables)}")
     free = tuple(n for n in model.variables if n not in set(observed))
+    # shapes before values: the size of the sum from the domains, the energy's output
+    # shape (jax.eval_shape), then the params' values, then the plan (which may probe)
+    _check_size_from_shapes(model, free, sum_out, max_configurations)
+    _check_params(model, params)
+    _check_energy_shape(model, params)
     return _make_plan(
         model,
         params,
         free,
         sum_out=sum_out,
         conditionals=conditionals,
-        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
-        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+        chunk_size=chunk_size,
+        max_configurations=max_configurations,
     )
 
 
@@ -542,16 +622,63 @@ def _chunk_ids(plan: EnumerationPlan, c: jax.Array) -> tuple[jax.Array, jax.Arra
     return jnp.full((plan.chunk,), c, dtype=jnp.int32), jnp.arange(plan.chunk, dtype=jnp.int32)
 
 
+def _scan_chunks(body: Callable, init: Any, plan: EnumerationPlan) -> tuple[Any, Any]:
+    """``lax.scan`` of ``body(carry, chunk_id)`` over the chunks of ``plan``."""
+    return jax.lax.scan(body, init, jnp.arange(plan.num_chunks, dtype=jnp.int32))
+
+
+def _chunk_energies(model: Any, params: Any, plan: EnumerationPlan, c: jax.Array, context: State | None = None):
+    """Chunk ``c`` decoded: ``(states, digits, F)``, ``F`` the free energies ``(chunk,)``.
+
+    ``context`` (one example's observed variables) completes every state.
+    """
+    states, digits = _decode(model, plan, *_chunk_ids(plan, c))
+    context = {} if context is None else context
+    f = jax.vmap(lambda s: _free_energy(model, params, plan, {**context, **s}), axis_size=plan.chunk)(states)
+    return states, digits, f
+
+
 def _chunk_log_masses(model: Any, params: Any, plan: EnumerationPlan, context: State) -> jax.Array:
     """``log sum exp(-F)`` of every chunk, shape ``(num_chunks,)``; ``context`` is one example."""
 
     def body(carry, c):
-        states, _ = _decode(model, plan, *_chunk_ids(plan, c))
-        f = jax.vmap(lambda s: _free_energy(model, params, plan, {**context, **s}), axis_size=plan.chunk)(states)
+        _, _, f = _chunk_energies(model, params, plan, c, context)
         return carry, jax.nn.logsumexp(-f)
 
-    _, out = jax.lax.scan(jax.checkpoint(body), None, jnp.arange(plan.num_chunks, dtype=jnp.int32))
+    _, out = _scan_chunks(jax.checkpoint(body), None, plan)
     return out
+
+
+def _accumulator_dtype() -> Any:
+    return jnp.float32 if not jax.config.jax_enable_x64 else jnp.float64
+
+
+def _weighted_average(model: Any, params: Any, plan: EnumerationPlan, init: Any, stats: Callable) -> tuple[jax.Array, Any]:
+    """``(log Z, sum_x p(x) s(x))`` in one pass over the chunks, with streaming normalisation.
+
+    ``stats(w, states, digits, cond)`` returns, for one chunk, the ``w``-weighted sums
+    of the statistic (a pytree like ``init``), ``w`` the configurations' probabilities
+    within the chunk and ``cond`` the conditionals of the summed variable (``None``
+    when nothing is summed).  The running average is re-weighted as the normaliser
+    grows (:func:`_merge_weights`).
+    """
+
+    def body(carry, c):
+        log_mass, acc = carry
+        if plan.summed is None:
+            states, digits, f = _chunk_energies(model, params, plan, c)
+            cond = None
+        else:
+            states, digits = _decode(model, plan, *_chunk_ids(plan, c))
+            f, cond = jax.vmap(lambda s: _conditional_probs(model, params, plan, s), axis_size=plan.chunk)(states)
+        chunk_log_mass = jax.nn.logsumexp(-f)
+        w = jnp.exp(-f - chunk_log_mass)
+        log_mass, a, b = _merge_weights(log_mass, chunk_log_mass)
+        acc = jax.tree.map(lambda x, v: a * x + b * v, acc, stats(w, states, digits, cond))
+        return (log_mass, acc), None
+
+    (log_mass, acc), _ = _scan_chunks(body, (jnp.asarray(-jnp.inf, _accumulator_dtype()), init), plan)
+    return log_mass, acc
 
 
 # ======================================================================================
@@ -576,9 +703,53 @@ def _log_partition_fn(model: Any, plan: EnumerationPlan) -> Callable:
     return _cached(model, ("log_partition", plan), build)
 
 
-def _check_finite_result(value: Any, what: str) -> None:
-    if _is_concrete(value) and any(np.any(np.isnan(np.asarray(x))) for x in jax.tree.leaves(value)):
-        raise ValueError(f"{what} is NaN: the energy returned NaN for some configuration (check `params`)")
+def _largest_param(params: Any) -> str:
+    """``"; the largest parameter is params['W'] (|value| up to 3e+38)"`` ('' when traced or empty)."""
+    best: tuple[str, float] | None = None
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if isinstance(leaf, jax.core.Tracer):
+            return ""
+        arr = np.asarray(leaf)
+        if arr.size and np.issubdtype(arr.dtype, np.number):
+            size = float(np.max(np.abs(arr)))
+            if best is None or size > best[1]:
+                best = (jax.tree_util.keystr(path), size)
+    return "" if best is None else f"; the largest parameter is params{best[0]} (|value| up to {best[1]:.3g})"
+
+
+_FLOAT64_HINT = (
+    "use smaller parameters, or float64 (jax.config.update('jax_enable_x64', True) and float64 params), "
+    "which extends the range to about 1.8e308"
+)
+
+
+def _check_finite_result(value: Any, what: str, model: Any, params: Any, *, allow_neg_inf: bool = False) -> None:
+    """Raise ``ValueError`` if ``value`` holds NaN, +inf or (unless allowed) -inf.
+
+    ``-inf`` is a legitimate log-probability (a configuration of energy +inf); a
+    normaliser or an expectation is never infinite.
+    """
+    if not _is_concrete(value):
+        return
+    leaves = [np.asarray(x) for x in jax.tree.leaves(value)]
+    if any(np.isnan(x).any() for x in leaves):
+        problem = "NaN"
+        why = "the energy returned NaN for some configuration, or energies overflowed (inf - inf); check `params`"
+        why += f", or {_FLOAT64_HINT}"
+    elif any(np.isposinf(x).any() for x in leaves):
+        problem = "+inf"
+        why = f"the energies overflow the float range (|E| above ~{_float_max(leaves):.2g}); {_FLOAT64_HINT}"
+    elif not allow_neg_inf and any(np.isneginf(x).any() for x in leaves):
+        problem = "-inf"
+        why = f"every configuration has energy +inf, or the energies overflow; {_FLOAT64_HINT}"
+    else:
+        return
+    raise ValueError(f"{what} is {problem} for model {model.name!r}: {why}{_largest_param(params)}")
+
+
+def _float_max(leaves: list[np.ndarray]) -> float:
+    dtypes = [x.dtype for x in leaves if np.issubdtype(x.dtype, np.floating)]
+    return float(np.finfo(dtypes[0] if dtypes else np.float32).max)
 
 
 # ======================================================================================
@@ -619,7 +790,10 @@ def log_partition(
     ------
     ValueError
         ``"model too large to enumerate: ..."`` beyond ``max_configurations``; bad
-        params (NaN/inf, or rejected by the model); bad arguments.
+        params (NaN/inf, or rejected by the model); an energy that is not a scalar;
+        a ``log Z`` that is NaN or infinite (float32 overflows beyond energies of
+        about 3.4e38; see "Floating-point range" in the module docstring); bad
+        arguments.
 
     Examples
     --------
@@ -628,20 +802,11 @@ def log_partition(
     >>> round(float(ui.exact.log_partition(model, {"h": jnp.zeros(3)})), 4)  # 3 log 2
     2.0794
     """
-    _check_model(model)
-    _check_params(model, params)
-    _check_sum_out(model, sum_out)
-    plan = _make_plan(
-        model,
-        params,
-        tuple(model.variables),
-        sum_out=sum_out,
-        conditionals=False,
-        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
-        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    plan = enumeration_plan(
+        model, params, sum_out=sum_out, conditionals=False, chunk_size=chunk_size, max_configurations=max_configurations
     )
     out = _log_partition_fn(model, plan)(params)
-    _check_finite_result(out, "log Z")
+    _check_finite_result(out, "log Z", model, params)
     return out
 
 
@@ -660,7 +825,15 @@ def log_prob(model: Any, params: Any, state: State, **kwargs: Any) -> jax.Array:
 
     Returns
     -------
-    Array of the state's batch shape (a scalar for one configuration).
+    Array of the state's batch shape (a scalar for one configuration); ``-inf`` for a
+    configuration of energy ``+inf``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`log_partition`, and when a result is NaN or ``+inf``.  In float32 the
+        result loses its digits once energies reach about ``1e7`` (see
+        "Floating-point range" in the module docstring).
     """
     _check_model(model)
     _check_params(model, params)
@@ -670,7 +843,9 @@ def log_prob(model: Any, params: Any, state: State, **kwargs: Any) -> jax.Array:
     log_z = log_partition(model, params, **kwargs)
     flat = {n: x.reshape((-1,) + model.variables[n].shape) for n, x in state.items()}
     energies = _cached(model, ("energies",), lambda: jax.jit(model.energies))(params, flat)
-    return (-_as_float(energies) - log_z).reshape(batch_shape)
+    out = (-_as_float(energies) - log_z).reshape(batch_shape)
+    _check_finite_result(out, "log p(state)", model, params, allow_neg_inf=True)
+    return out
 
 
 def log_likelihood(
@@ -706,24 +881,26 @@ def log_likelihood(
 
     Returns
     -------
-    ``(num_examples,)`` log-likelihoods (a scalar for an unbatched example).
+    ``(num_examples,)`` log-likelihoods (a scalar for an unbatched example; ``-inf``
+    for an example of probability 0).
+
+    Raises
+    ------
+    ValueError
+        As :func:`log_partition`, and when a result is NaN or ``+inf``.
     """
     _check_model(model)
-    _check_params(model, params)
     _check_sum_out(model, sum_out)
     observed, num = _validate_observed(model, data, "data")
-    chunk_size = _check_positive_int(chunk_size, "chunk_size")
-    max_configurations = _check_positive_int(max_configurations, "max_configurations")
     n_examples = next(iter(observed.values())).shape[0]
     missing = tuple(n for n in model.variables if n not in observed)
-    sum_out_missing = sum_out if (sum_out in (None, _AUTO) or sum_out in missing) else None
     if sum_out not in (None, _AUTO) and sum_out not in missing:
         raise ValueError(f"`sum_out='{sum_out}'` is observed in `data`; it can only name a missing variable")
-    plan = _make_plan(
+    plan = enumeration_plan(
         model,
         params,
-        missing,
-        sum_out=sum_out_missing,
+        tuple(observed),
+        sum_out=sum_out,
         conditionals=False,
         chunk_size=chunk_size,
         max_configurations=max_configurations,
@@ -740,7 +917,7 @@ def log_likelihood(
     fn = _cached(model, ("log_likelihood", plan, tuple(observed), batch_size), build)
     log_z = log_partition(model, params, chunk_size=chunk_size, max_configurations=max_configurations, sum_out=sum_out)
     out = fn(params, observed) - log_z
-    _check_finite_result(out, "log-likelihood")
+    _check_finite_result(out, "log-likelihood", model, params, allow_neg_inf=True)
     return out if num is not None else out[0]
 
 
@@ -774,54 +951,33 @@ def marginals(
     ``{name: probs}`` with ``probs`` of shape ``domain.shape + (K,)``; index ``k`` is
     the ``k``-th value of the domain (for spins: ``[p(-1), p(+1)]``).
     """
-    _check_model(model)
-    _check_params(model, params)
-    _check_sum_out(model, sum_out)
-    plan = _make_plan(
-        model,
-        params,
-        tuple(model.variables),
-        sum_out=sum_out,
-        conditionals=True,
-        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
-        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    plan = enumeration_plan(
+        model, params, sum_out=sum_out, conditionals=True, chunk_size=chunk_size, max_configurations=max_configurations
     )
 
     def build():
         def run(params):
-            # one pass: running averages re-weighted as the normaliser grows
-            def body(carry, c):
-                log_mass, acc = carry
-                states, digits = _decode(model, plan, *_chunk_ids(plan, c))
-                if plan.summed is None:
-                    f = jax.vmap(lambda s: _free_energy(model, params, plan, s), axis_size=plan.chunk)(states)
-                else:
-                    f, cond = jax.vmap(lambda s: _conditional_probs(model, params, plan, s), axis_size=plan.chunk)(states)
-                chunk_log_mass = jax.nn.logsumexp(-f)
-                w = jnp.exp(-f - chunk_log_mass)
-                log_mass, a, b = _merge_weights(log_mass, chunk_log_mass)
+            def stats(w, states, digits, cond):
                 new, pos = {}, 0
                 for name in plan.enumerated:
                     d = model.variables[name]
                     onehot = jax.nn.one_hot(digits[:, pos : pos + d.size], d.num_states, dtype=w.dtype)
-                    new[name] = a * acc[name] + b * jnp.einsum("c,cik->ik", w, onehot)
+                    new[name] = jnp.einsum("c,cik->ik", w, onehot)
                     pos += d.size
                 if plan.summed is not None:
-                    new[plan.summed] = a * acc[plan.summed] + b * jnp.tensordot(w, cond, axes=1)
-                return (log_mass, new), None
+                    new[plan.summed] = jnp.tensordot(w, cond, axes=1)
+                return new
 
-            dtype = jnp.float32 if not jax.config.jax_enable_x64 else jnp.float64
+            dtype = _accumulator_dtype()
             init = {n: jnp.zeros((model.variables[n].size, model.variables[n].num_states), dtype) for n in plan.enumerated}
             if plan.summed is not None:
                 d = model.variables[plan.summed]
                 init[plan.summed] = jnp.zeros((d.num_states - 1, d.size), dtype)
-            (_, acc), _ = jax.lax.scan(
-                body, (jnp.asarray(-jnp.inf, dtype), init), jnp.arange(plan.num_chunks, dtype=jnp.int32)
-            )
+            log_z, acc = _weighted_average(model, params, plan, init, stats)
             if plan.summed is not None:
                 rest = acc[plan.summed]  # values 1..K-1; value 0 gets the remaining mass
                 acc[plan.summed] = jnp.concatenate([jnp.clip(1.0 - jnp.sum(rest, axis=0, keepdims=True), 0.0), rest]).T
-            return {
+            return log_z, {
                 n: (acc[n] / jnp.sum(acc[n], axis=-1, keepdims=True)).reshape(
                     model.variables[n].shape + (model.variables[n].num_states,)
                 )
@@ -830,8 +986,9 @@ def marginals(
 
         return jax.jit(run)
 
-    out = _cached(model, ("marginals", plan), build)(params)
-    _check_finite_result(out, "marginals")
+    log_z, out = _cached(model, ("marginals", plan), build)(params)
+    _check_finite_result(log_z, "log Z", model, params)
+    _check_finite_result(out, "marginals", model, params)
     return out
 
 
@@ -863,43 +1020,33 @@ def expectation(
     Returns
     -------
     A pytree like ``fn``'s output (float leaves).
+
+    Raises
+    ------
+    ValueError
+        As :func:`log_partition`, and when the expectation is NaN or infinite.
     """
-    _check_model(model)
-    _check_params(model, params)
     if not callable(fn):
         raise TypeError(f"`fn` must be callable, got {type(fn).__name__}")
-    plan = _make_plan(
-        model,
-        params,
-        tuple(model.variables),
-        sum_out=None,
-        conditionals=False,
-        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
-        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    plan = enumeration_plan(
+        model, params, sum_out=None, conditionals=False, chunk_size=chunk_size, max_configurations=max_configurations
     )
 
     @jax.jit
     def run(params):
         example, _ = _decode(model, plan, jnp.zeros((1,), jnp.int32), jnp.zeros((1,), jnp.int32))
         shapes = jax.eval_shape(fn, {n: x[0] for n, x in example.items()})
-        dtype = jnp.float32 if not jax.config.jax_enable_x64 else jnp.float64
 
-        def body(carry, c):
-            log_mass, acc = carry
-            states, _ = _decode(model, plan, *_chunk_ids(plan, c))
-            f = jax.vmap(lambda s: _free_energy(model, params, plan, s), axis_size=plan.chunk)(states)
-            chunk_log_mass = jax.nn.logsumexp(-f)
-            w = jnp.exp(-f - chunk_log_mass)
-            log_mass, a, b = _merge_weights(log_mass, chunk_log_mass)
-            values = jax.vmap(fn)(states)
-            acc = jax.tree.map(lambda x, v: a * x + b * jnp.tensordot(w, _as_float(v), axes=1), acc, values)
-            return (log_mass, acc), None
+        def stats(w, states, digits, cond):
+            return jax.tree.map(lambda v: jnp.tensordot(w, _as_float(v), axes=1), jax.vmap(fn)(states))
 
-        init = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.promote_types(s.dtype, dtype)), shapes)
-        (_, acc), _ = jax.lax.scan(body, (jnp.asarray(-jnp.inf, dtype), init), jnp.arange(plan.num_chunks, dtype=jnp.int32))
-        return acc
+        init = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.promote_types(s.dtype, _accumulator_dtype())), shapes)
+        return _weighted_average(model, params, plan, init, stats)
 
-    return run(params)
+    log_z, out = run(params)
+    _check_finite_result(log_z, "log Z", model, params)
+    _check_finite_result(out, "the expectation", model, params)
+    return out
 
 
 def sample(
@@ -935,20 +1082,17 @@ def sample(
     Returns
     -------
     ``{name: array of shape (num_samples, *domain.shape)}`` in the domain dtypes.
+
+    Raises
+    ------
+    ValueError
+        As :func:`log_partition` (the draws are refused when ``log Z`` or a conditional
+        probability is NaN or infinite).
     """
     _check_key(rng_key)
-    _check_model(model)
-    _check_params(model, params)
-    _check_sum_out(model, sum_out)
     num_samples = _check_positive_int(num_samples, "num_samples")
-    plan = _make_plan(
-        model,
-        params,
-        tuple(model.variables),
-        sum_out=sum_out,
-        conditionals=True,
-        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
-        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    plan = enumeration_plan(
+        model, params, sum_out=sum_out, conditionals=True, chunk_size=chunk_size, max_configurations=max_configurations
     )
     cond_batch = int(max(1, min(num_samples, _MEMORY_BUDGET // _work_per_config(model, plan.summed, plan.method))))
 
@@ -964,8 +1108,7 @@ def sample(
             def body(carry, c):
                 log_mass, chunk_ids, offsets = carry
                 u = jax.random.uniform(jax.random.fold_in(key_enum, c), (2, num_samples))
-                states, _ = _decode(model, plan, *_chunk_ids(plan, c))
-                f = jax.vmap(lambda s: _free_energy(model, params, plan, s), axis_size=plan.chunk)(states)
+                _, _, f = _chunk_energies(model, params, plan, c)
                 logw = -f.astype(jnp.float32)  # float32 suffices to draw; keeps the carry's dtype fixed
                 chunk_log_mass = jax.nn.logsumexp(logw)
                 log_mass = jnp.logaddexp(log_mass, chunk_log_mass)
@@ -976,10 +1119,9 @@ def sample(
                 return (log_mass, jnp.where(accept, c, chunk_ids), jnp.where(accept, idx, offsets)), None
 
             zeros = jnp.zeros((num_samples,), jnp.int32)
-            (_, chunk_ids, offsets), _ = jax.lax.scan(
-                body, (jnp.asarray(-jnp.inf), zeros, zeros), jnp.arange(plan.num_chunks, dtype=jnp.int32)
-            )
+            (log_z, chunk_ids, offsets), _ = _scan_chunks(body, (jnp.asarray(-jnp.inf), zeros, zeros), plan)
             states, _ = _decode(model, plan, chunk_ids, offsets)
+            check = log_z  # returned for the finiteness check: log Z, or NaN if a conditional is not finite
             if plan.summed is not None:
                 d = model.variables[plan.summed]
                 # p(x_i = k | rest) for k >= 1; a dummy axis keeps lax.map well defined
@@ -994,11 +1136,14 @@ def sample(
                 upper = 1.0 - jnp.cumsum(probs[:, ::-1], axis=1)[:, ::-1]  # P(x < k), k = 1..K-1
                 index = jnp.sum(u[:, None, :] >= upper, axis=1)
                 states[plan.summed] = d.from_index(index).reshape((num_samples,) + d.shape)
-            return {n: states[n] for n in model.variables}
+                check = jnp.where(jnp.all(jnp.isfinite(probs)), check, jnp.nan)
+            return {n: states[n] for n in model.variables}, check
 
         return jax.jit(run)
 
-    return _cached(model, ("sample", plan, num_samples, cond_batch), build)(rng_key, params)
+    out, check = _cached(model, ("sample", plan, num_samples, cond_batch), build)(rng_key, params)
+    _check_finite_result(check, "log Z (or a conditional) of the draws", model, params)
+    return out
 
 
 def distribution(
@@ -1024,16 +1169,8 @@ def distribution(
     probs
         ``(N,)`` float64 numpy probabilities (normalised in float64 on the host).
     """
-    _check_model(model)
-    _check_params(model, params)
-    plan = _make_plan(
-        model,
-        params,
-        tuple(model.variables),
-        sum_out=None,
-        conditionals=False,
-        chunk_size=_check_positive_int(chunk_size, "chunk_size"),
-        max_configurations=_check_positive_int(max_configurations, "max_configurations"),
+    plan = enumeration_plan(
+        model, params, sum_out=None, conditionals=False, chunk_size=chunk_size, max_configurations=max_configurations
     )
 
     def build():
@@ -1042,7 +1179,7 @@ def distribution(
                 states, _ = _decode(model, plan, *_chunk_ids(plan, c))
                 return carry, (states, model.energies(params, states))
 
-            _, (states, energies) = jax.lax.scan(body, None, jnp.arange(plan.num_chunks, dtype=jnp.int32))
+            _, (states, energies) = _scan_chunks(body, None, plan)
             n = plan.num_configurations
             return {k: v.reshape((n,) + v.shape[2:]) for k, v in states.items()}, energies.reshape(n)
 
@@ -1050,8 +1187,7 @@ def distribution(
 
     states, energies = _cached(model, ("distribution", plan), build)(params)
     logw = -np.asarray(energies, dtype=np.float64)
-    if np.any(np.isnan(logw)):
-        raise ValueError("the energy returned NaN for some configuration (check `params`)")
+    _check_finite_result(np.max(logw), "log Z", model, params)  # finite iff the largest log-weight is
     logw -= logw.max()
     probs = np.exp(logw)
     return states, probs / probs.sum()

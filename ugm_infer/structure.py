@@ -62,7 +62,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend import core as jex_core
 
 __all__ = [
     "Block",
@@ -230,10 +229,14 @@ _INDEX_OPERANDS = {
 
 
 def _is_literal(v) -> bool:
+    from jax.extend import core as jex_core  # loaded on first use: jax.extend is slow to import
+
     return isinstance(v, jex_core.Literal)
 
 
 def _sub_jaxpr(value):
+    from jax.extend import core as jex_core
+
     if isinstance(value, jex_core.ClosedJaxpr):
         return value.jaxpr
     if isinstance(value, jex_core.Jaxpr):

@@ -41,7 +41,7 @@ class SiteLogitsLogDensity:
     the masked midpoint state: models whose conditionals have a closed form
     (``ui.models.lattice_ising``: :math:`2\\beta(J \\sum_{j \\sim i} s_j + h)`) return
     this from ``model.logdensity_fn`` so that Gibbs sweeps skip the masking and the
-    gradient (the same pattern as :class:`~ugm_infer.models.ergm.ERGMLogDensity`).
+    gradient (the same pattern as :class:`~ugm_infer.applications.ergm.ERGMLogDensity`).
     Any other density (a bridge, a user closure) takes the generic gradient path.
     """
 

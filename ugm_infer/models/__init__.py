@@ -26,7 +26,7 @@ dtype (``int8`` included); energies cast them to the params' float dtype.
 ``potts_gibbs``
     fast exact single-site Gibbs kernel for Potts models: each site's local field
     :math:`h_i + \\sum_j J_{ij}(\\cdot, x_j)` in O(n q) (BlackJAX API; used by
-    :mod:`ugm_infer.dca`).
+    :mod:`ugm_infer.applications.dca`).
 ``rbm(n_v, n_h)``
     variables ``v``: Binary ``(n_v,)``, ``h``: Binary ``(n_h,)``; ``W (n_v, n_h)``,
     ``b (n_v,)``, ``c (n_h,)``; :math:`E = -v^\\top W h - b^\\top v - c^\\top h`; free
@@ -41,30 +41,23 @@ Blocks: single sites for dense couplings (``ising``, ``potts``, the visibles of
 lattices (three colours for an odd periodic size), ``[{v}, {h}]`` for ``rbm``.
 Lattice helpers: :func:`lattice_edges` (row-major site numbering),
 :func:`checkerboard_blocks`, :func:`lattice_colors`.
+
+The application models are here too, resolved on first use from
+:mod:`ugm_infer.applications`: ``crf``, ``pairwise_crf``, ``grid_crf``,
+``multilabel_crf``, ``difference_features`` (CRFs) and ``ergm``, ``ergm_toggle``,
+``ergm_simulate``, ``ergm_mple``, ``ergm_mcmc_mle``, ``change_stats``,
+``to_adjacency``, ``from_adjacency`` (ERGMs).
 """
 
-from ugm_infer.models.crf import (
-    CRF,
-    MultilabelCRF,
-    PairwiseCRF,
-    crf,
-    difference_features,
-    grid_crf,
-    multilabel_crf,
-    pairwise_crf,
-)
+# The application models (CRFs, ERGMs) are reachable as ``ui.models.<name>`` and through
+# the facade modules ``ugm_infer.models.crf`` / ``ugm_infer.models.ergm``, but live in
+# ``ugm_infer.applications`` and are imported on first use: the core does not load
+# them.  The facades are loaded here (they import nothing) so that the names ``crf``
+# and ``ergm`` below stay the functions, not the modules of the same name.
+from ugm_infer._lazy import lazy_attributes as _lazy_attributes
+from ugm_infer.models import crf as _crf_facade  # noqa: F401
+from ugm_infer.models import ergm as _ergm_facade  # noqa: F401
 from ugm_infer.models.dbm import DBM, dbm
-from ugm_infer.models.ergm import (
-    ERGM,
-    change_stats,
-    ergm,
-    ergm_mcmc_mle,
-    ergm_mple,
-    ergm_simulate,
-    ergm_toggle,
-    from_adjacency,
-    to_adjacency,
-)
 from ugm_infer.models.grid_hidden import (
     GridHidden,
     grid_hidden,
@@ -85,28 +78,41 @@ from ugm_infer.models.potts import Potts, PottsLogDensity, lattice_potts, potts,
 from ugm_infer.models.rbm import RBM, SemiRBM, rbm, semi_rbm
 from ugm_infer.models.sbn import SigmoidBeliefNet, sigmoid_belief_net
 
+del crf, ergm  # noqa: F821 (the facade submodules; the public names are the functions, resolved lazily)
+
+#: The application models resolved on first use: module -> names.
+_APPLICATION_NAMES = {
+    "ugm_infer.applications.crf.model": (
+        "CRF",
+        "MultilabelCRF",
+        "PairwiseCRF",
+        "crf",
+        "difference_features",
+        "grid_crf",
+        "multilabel_crf",
+        "pairwise_crf",
+    ),
+    "ugm_infer.applications.ergm": (
+        "ERGM",
+        "change_stats",
+        "ergm",
+        "ergm_mcmc_mle",
+        "ergm_mple",
+        "ergm_simulate",
+        "ergm_toggle",
+        "from_adjacency",
+        "to_adjacency",
+    ),
+}
+__getattr__, __dir__ = _lazy_attributes(
+    __name__, {name: f"{module}:{name}" for module, names in _APPLICATION_NAMES.items() for name in names}
+)
+
 __all__ = [
-    "CRF",
-    "MultilabelCRF",
-    "PairwiseCRF",
-    "crf",
-    "difference_features",
-    "grid_crf",
-    "multilabel_crf",
-    "pairwise_crf",
     "CRITICAL_COUPLING",
     "DBM",
     "SigmoidBeliefNet",
     "sigmoid_belief_net",
-    "ERGM",
-    "change_stats",
-    "ergm",
-    "ergm_mcmc_mle",
-    "ergm_mple",
-    "ergm_simulate",
-    "ergm_toggle",
-    "from_adjacency",
-    "to_adjacency",
     "GridHidden",
     "dbm",
     "grid_hidden",
@@ -131,3 +137,4 @@ __all__ = [
     "rbm",
     "semi_rbm",
 ]
+__all__ += [name for names in _APPLICATION_NAMES.values() for name in names]

@@ -211,6 +211,17 @@ def random_params(rng_key: jax.Array, stds: tuple, spec: tuple, dtype: Any) -> d
     return out
 
 
+def layered_variables(layer_sizes: Any, dtype: Any) -> tuple[tuple[int, ...], tuple[str, ...], dict]:
+    """Checked ``(sizes, names, variables)`` of a layered binary model: layers ``v, h1, ..., hL``."""
+    if isinstance(layer_sizes, (str, bytes)) or not isinstance(layer_sizes, Sequence):
+        raise TypeError(f"`layer_sizes` must be a sequence of ints (n_v, n_h1, ...), got {layer_sizes!r}")
+    if len(layer_sizes) < 2:
+        raise ValueError(f"`layer_sizes` needs a visible and at least one hidden layer, got {list(layer_sizes)}")
+    sizes = tuple(check_int(n, f"layer_sizes[{i}]") for i, n in enumerate(layer_sizes))
+    names = ("v",) + tuple(f"h{k}" for k in range(1, len(sizes)))
+    return sizes, names, {name: Binary((n,), dtype) for name, n in zip(names, sizes)}
+
+
 def layered_param_spec(layer_sizes: Sequence[int]) -> tuple[dict, list]:
     """Shapes of layered params ``W1..WL`` (``(n_{k-1}, n_k)``) and ``b0..bL`` (``(n_k,)``), with their names."""
     spec, names = {}, []

@@ -38,21 +38,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.domains import Binary
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (
-    check_int,
     check_params,
     compute_dtype,
     layered_param_spec,
     layered_random_params,
+    layered_variables,
 )
 
 __all__ = ["DBM", "dbm"]
-
-
-def _layer_names(num_hidden_layers: int) -> tuple[str, ...]:
-    return ("v",) + tuple(f"h{k}" for k in range(1, num_hidden_layers + 1))
 
 
 class DBM(EnergyModel):
@@ -71,15 +66,9 @@ class DBM(EnergyModel):
     visible = ("v",)
 
     def __init__(self, layer_sizes: Sequence[int], *, dtype: Any = jnp.float32):
-        if isinstance(layer_sizes, (str, bytes)) or not isinstance(layer_sizes, Sequence):
-            raise TypeError(f"`layer_sizes` must be a sequence of ints (n_v, n_h1, ...), got {layer_sizes!r}")
-        if len(layer_sizes) < 2:
-            raise ValueError(f"`layer_sizes` needs a visible and at least one hidden layer, got {list(layer_sizes)}")
-        sizes = tuple(check_int(n, f"layer_sizes[{i}]") for i, n in enumerate(layer_sizes))
+        sizes, self.layer_names, variables = layered_variables(layer_sizes, dtype)
         self.layer_sizes = sizes
         self.num_hidden_layers = len(sizes) - 1
-        self.layer_names = _layer_names(self.num_hidden_layers)
-        variables = {name: Binary((n,), dtype) for name, n in zip(self.layer_names, sizes)}
         even = {name: True for i, name in enumerate(self.layer_names) if i % 2 == 0}
         odd = {name: True for i, name in enumerate(self.layer_names) if i % 2 == 1}
         free = {name: self._free_energy_fn(i) for i, name in enumerate(self.layer_names) if i > 0}
@@ -138,12 +127,8 @@ class DBM(EnergyModel):
 
         return free_energy
 
-    def _param_spec(self) -> tuple[dict, list]:
-        return layered_param_spec(self.layer_sizes)
-
     def _check_params(self, params: Any) -> None:
-        spec, names = self._param_spec()
-        check_params(self.name, params, spec, names)
+        check_params(self.name, params, *layered_param_spec(self.layer_sizes))
 
     # ------------------------------------------------------------------------------
     def init_params(self, rng_key: jax.Array, scale: float = 0.01, *, dtype: Any = jnp.float32) -> dict:

@@ -23,7 +23,7 @@ for dense couplings, the greedy colouring of the graph for an edge list.
 
 The parametrisation has gauge freedom (adding a function of ``x_i`` alone to
 ``J_ij`` and subtracting it from ``h_i`` leaves the energy unchanged); no gauge is
-imposed (:func:`ugm_infer.dca.zero_sum_gauge` fixes the zero-sum gauge).
+imposed (:func:`ugm_infer.applications.dca.zero_sum_gauge` fixes the zero-sum gauge).
 
 Fast Gibbs sampling
     :meth:`Potts.logdensity_fn` returns a :class:`PottsLogDensity`, a log-density

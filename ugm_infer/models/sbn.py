@@ -63,7 +63,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.domains import Binary
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (
     check_int,
@@ -72,13 +71,10 @@ from ugm_infer.models._common import (
     compute_dtype,
     layered_param_spec,
     layered_random_params,
+    layered_variables,
 )
 
 __all__ = ["SigmoidBeliefNet", "sigmoid_belief_net"]
-
-
-def _layer_names(num_hidden_layers: int) -> tuple[str, ...]:
-    return ("v",) + tuple(f"h{k}" for k in range(1, num_hidden_layers + 1))
 
 
 class SigmoidBeliefNet(EnergyModel):
@@ -97,15 +93,9 @@ class SigmoidBeliefNet(EnergyModel):
     visible = ("v",)
 
     def __init__(self, layer_sizes: Sequence[int], *, dtype: Any = jnp.float32):
-        if isinstance(layer_sizes, (str, bytes)) or not isinstance(layer_sizes, Sequence):
-            raise TypeError(f"`layer_sizes` must be a sequence of ints (n_v, n_h1, ...), got {layer_sizes!r}")
-        if len(layer_sizes) < 2:
-            raise ValueError(f"`layer_sizes` needs a visible and at least one hidden layer, got {list(layer_sizes)}")
-        sizes = tuple(check_int(n, f"layer_sizes[{i}]") for i, n in enumerate(layer_sizes))
+        sizes, self.layer_names, variables = layered_variables(layer_sizes, dtype)
         self.layer_sizes = sizes
         self.num_hidden_layers = len(sizes) - 1
-        self.layer_names = _layer_names(self.num_hidden_layers)
-        variables = {name: Binary((n,), dtype) for name, n in zip(self.layer_names, sizes)}
         super().__init__(
             self._energy,
             variables,
@@ -168,12 +158,8 @@ class SigmoidBeliefNet(EnergyModel):
             total = total + jnp.sum(x[k] * z - jax.nn.softplus(z), axis=-1)
         return -total
 
-    def _param_spec(self) -> tuple[dict, list]:
-        return layered_param_spec(self.layer_sizes)
-
     def _check_params(self, params: Any) -> None:
-        spec, names = self._param_spec()
-        check_params(self.name, params, spec, names)
+        check_params(self.name, params, *layered_param_spec(self.layer_sizes))
 
     # ------------------------------------------------------------------------------
     def init_params(self, rng_key: jax.Array, scale: float = 0.1, *, dtype: Any = jnp.float32) -> dict:
