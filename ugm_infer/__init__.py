@@ -6,7 +6,7 @@ exact answers on small models, and learn its parameters by stochastic approximat
 
 from ugm_infer import dca, diagnostics, exact, io, kernels, learn, models, numpyro, plots, predict, sharding, smc  # noqa: F401 (numpyro: not in __all__, would shadow the package on `import *`)
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
-from ugm_infer.fit import FitResult, fit
+from ugm_infer.fit import FitDiverged, FitInterrupted, FitResult, PackedBits, fit
 from ugm_infer.io import load_model, save_model
 from ugm_infer.model import EnergyModel
 from ugm_infer.sampling import SampleResult, sample
@@ -18,7 +18,10 @@ __all__ = [
     "Categorical",
     "Domain",
     "EnergyModel",
+    "FitDiverged",
+    "FitInterrupted",
     "FitResult",
+    "PackedBits",
     "SampleResult",
     "Spin",
     "dca",
