@@ -11,6 +11,7 @@ wall time of the whole call):
     * ``ui.fit(ui.learn.pcd(...))`` with the data as :class:`ugm_infer.PackedBits`
       (the file's own format), as ``uint8`` and as ``float32`` (the call includes
       checking and copying the data);
+    * ``learner.step`` of the same learner in a hand-written ``lax.scan`` (no driver);
     * a plain-JAX PCD loop: ``jit`` + ``lax.scan`` over the minibatches of a
       permutation, data on the device (float32), one uniform per sampled unit, the
       free-energy gradient on both sides, nothing else;
@@ -173,10 +174,13 @@ def part_mnist(args) -> dict:
 
         return run
 
+    state0 = learner.init(jax.random.key(1), params)
+    step_scan = epoch_scan(lambda st, rows, k: learner.step(k, st, {"v": rows})[0], n, batch, 1)
     contenders = {
         "ui.fit packed bits": ui_fit(ui.PackedBits(packed, nv)),
         "ui.fit uint8": ui_fit(u8),
         "ui.fit float32": ui_fit(f32),
+        "learner.step in lax.scan": lambda: step_scan(state0, data_dev, key).params,
         "plain JAX": lambda: epoch(jax_params, chains0, data_dev, key),
         "scikit-learn 1 thread": sklearn(1),
         "scikit-learn 2 threads": sklearn(2),
@@ -194,6 +198,10 @@ def part_mnist(args) -> dict:
             "plain JAX / ui.fit (target >= 0.9)": stats(np.asarray(times["plain JAX"]) / t_ui),
             "best scikit-learn / ui.fit (target >= 2)": stats(t_sk / t_ui),
             "ui.fit float32 / ui.fit packed": stats(np.asarray(times["ui.fit float32"]) / t_ui),
+            "step (learner.step scan / plain JAX)": stats(
+                np.asarray(times["learner.step in lax.scan"]) / times["plain JAX"]
+            ),
+            "driver (ui.fit packed / learner.step scan)": stats(t_ui / times["learner.step in lax.scan"]),
         },
         "ui_fit_timing": res.history["timing"],
         "load_average": [load_before, os.getloadavg()],

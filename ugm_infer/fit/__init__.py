@@ -77,3 +77,11 @@ __all__ = [
     "fit",
     "load_checkpoint",
 ]
+
+# ``ui.fit`` (the package attribute ``ugm_infer.fit``) is the function; its public
+# companions are attributes of it too, so ``ui.fit.FitDiverged`` and
+# ``ui.fit.load_checkpoint`` work as well as ``from ugm_infer.fit import ...``.
+for _name in __all__:
+    if _name != "fit":
+        setattr(fit, _name, globals()[_name])
+del _name
