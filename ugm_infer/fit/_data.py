@@ -284,8 +284,8 @@ def validate_data(data: Any, learner: Any, argname: str) -> Dataset:
 def fingerprint(dataset: Dataset) -> str:
     """SHA-1 of the names, shapes, number of examples and ``FINGERPRINT_ROWS`` evenly spaced rows.
 
-    The rows are hashed as decoded values (int64), so the same data given as float,
-    integer or packed bits has the same fingerprint.  The cost does not grow with the
+    The rows are hashed as decoded values in the domain's code dtype, so the same data
+    given as float, integer or packed bits has the same fingerprint.  The cost does not grow with the
     data set; a change confined to rows that are not sampled goes unnoticed.
     """
     n = dataset.num_examples
@@ -293,7 +293,7 @@ def fingerprint(dataset: Dataset) -> str:
     h = hashlib.sha1()
     for name in sorted(dataset.stored):
         dec = dataset.decoders[name]
-        sample = dec.host_codes(dataset.stored[name][rows]).astype(np.int64)
+        sample = dec.host_codes(dataset.stored[name][rows]).astype(dec.code_dtype)
         h.update(name.encode())
         h.update(str((n,) + sample.shape[1:]).encode())
         h.update(np.ascontiguousarray(sample).tobytes())

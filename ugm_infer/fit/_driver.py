@@ -236,8 +236,8 @@ class _Run:
                                      setup.total_steps)  # fmt: skip
         self.seconds_per_step: float | None = None
         self.key_train = jax.random.split(setup.key, 3)[2]
-        self.chunk = self._compile(setup.check_finite == "step")
-        self.bar = self._progress_bar()
+        self.chunk: Callable | None = None  # compiled by start()
+        self.bar = None
 
     @property
     def state(self) -> Any:
@@ -246,6 +246,11 @@ class _Run:
     @property
     def step(self) -> int:
         return self.committed[1]
+
+    def start(self) -> None:
+        """Compile the chunk (or fetch it from the cache) and open the progress bar."""
+        self.chunk = self._compile(self.setup.check_finite == "step")
+        self.bar = self._progress_bar()
 
     def _compile(self, stop_on_nonfinite: bool) -> Callable:
         s = self.setup
@@ -548,6 +553,7 @@ def fit(
     evaluation = _evaluation(setup, eval_fn)
     run = _Run(setup, evaluation)
     try:
+        run.start()
         _train(run)
     except KeyboardInterrupt as err:
         if isinstance(err, FitInterrupted):
