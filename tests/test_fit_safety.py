@@ -225,6 +225,14 @@ def test_a_damaged_checkpoint_names_the_file_and_how_to_start_fresh(tmp_path):
         fit(NOISY, jax.random.key(0), DATA, **kw)
 
 
+def test_stale_temporary_files_are_removed_when_a_fit_starts(tmp_path):
+    (tmp_path / ".tmp-left-by-a-killed-run").write_bytes(b"\0" * 10)
+    (tmp_path / "notes.txt").write_text("not ours")
+    fit(NOISY, jax.random.key(0), DATA, params=ZERO_PARAMS, num_epochs=1, batch_size=10, progress=False, eval_fn=None,
+        checkpoint_dir=tmp_path)  # fmt: skip
+    assert sorted(os.listdir(tmp_path)) == sorted([CHECKPOINT_NPZ, CHECKPOINT_JSON, CHECKPOINT_HISTORY, "notes.txt"])
+
+
 def test_history_and_metadata_are_valid_json_with_null_for_non_finite_values(tmp_path):
     calls = []
 
