@@ -306,15 +306,14 @@ class _Run:
             self.bar.update(done)
         if not finite and s.check_finite is not None:
             bad = [k for k, v in infos.items() if np.issubdtype(v.dtype, np.inexact) and not np.isfinite(v[done])]
-            raise self._diverged(bad if done < end - step else [])
+            what = f"the reported {', '.join(bad)}" if bad and done < end - step else "the parameters"
+            raise self._diverged(f"{what} became NaN or infinite at step {self.step + 1}")
 
-    def _diverged(self, bad_infos: list[str]) -> FitDiverged:
-        what = f"the reported {', '.join(bad_infos)}" if bad_infos else "the parameters"
+    def _diverged(self, what: str) -> FitDiverged:
         step = self.step
         return FitDiverged(
-            f"ui.fit diverged: {what} became NaN or infinite at step {step + 1} (learner '{self.setup.name}'); the "
-            f"parameters after step {step} are the last finite ones (FitDiverged.params). Try a smaller learning rate "
-            "(the optimizer's step size).",
+            f"ui.fit diverged: {what} (learner '{self.setup.name}'); the parameters after step {step} are the last "
+            "finite ones (FitDiverged.params). Try a smaller learning rate (the optimizer's step size).",
             step,
             self.state.params,
             self.result(),
@@ -365,7 +364,9 @@ class _Run:
             self.writer.write(self.state, meta, self.history, durable=durable)
         except NonFiniteState as err:
             if self.setup.check_finite is not None:
-                raise self._diverged([]) from err
+                raise self._diverged(
+                    f"the learner state ({', '.join(err.leaves)}) holds NaN or inf after step {self.step}"
+                ) from err
             if not self.warned_nonfinite:
                 warnings.warn(f"fit: step {self.step}: {err}; the previous checkpoint is kept", stacklevel=4)
                 self.warned_nonfinite = True

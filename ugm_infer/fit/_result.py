@@ -27,7 +27,8 @@ class FitProgress(NamedTuple):
     metrics
         The metrics evaluated at this step, or ``None`` if no evaluation ran here.
     history
-        The history so far (same layout as :attr:`FitResult.history`).
+        The history so far (same layout as :attr:`FitResult.history`), as read-only
+        views that are valid during the call (copy what you keep).
     """
 
     step: int
