@@ -105,6 +105,18 @@ def test_a_bad_learning_rate_is_rejected_before_training(optimizer):
         fit(learner, jax.random.key(0), DATA, params=ZERO_PARAMS, batch_size=10, progress=False)
 
 
+def test_an_optimizer_exposed_on_the_step_is_probed_too():
+    def step(rng_key, state, batch):
+        return NOISY.step(rng_key, state, batch)
+
+    step.optimizer = optax.sgd(float("nan"))
+    with pytest.raises(ValueError, match="`optimizer`"):
+        fit(NOISY._replace(step=step), jax.random.key(0), DATA, params=ZERO_PARAMS, batch_size=10, progress=False)
+    step.optimizer = optax.sgd(0.1)  # a good one passes (and nothing is probed for learners without one)
+    fit(NOISY._replace(step=step), jax.random.key(0), DATA, params=ZERO_PARAMS, batch_size=10, max_steps=1,
+        eval_fn=None, progress=False)  # fmt: skip
+
+
 # ----------------------------------------------------------------------------------
 # Ctrl-C and kill -9
 # ----------------------------------------------------------------------------------
