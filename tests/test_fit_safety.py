@@ -50,7 +50,7 @@ def _strict_json(text: str):
 # ----------------------------------------------------------------------------------
 # divergence
 # ----------------------------------------------------------------------------------
-DIVERGING = ui.learn.pcd(MODEL, optimizer=optax.sgd(1e38), num_particles=10)
+DIVERGING = ui.learn.exact_ml(MODEL, optimizer=optax.sgd(1e38))
 
 
 def test_divergence_is_detected_at_the_right_step_and_keeps_the_last_finite_params(tmp_path):
