@@ -354,14 +354,14 @@ class _Run:
         since = self.history.timing["train_seconds"] - self.checkpoint_train_seconds
         return since >= max(CHECKPOINT_SECONDS, CHECKPOINT_COST_RATIO * self.checkpoint_cost)
 
-    def checkpoint(self, durable: bool = False) -> None:
+    def checkpoint(self) -> None:
         """Write a checkpoint of the committed step (once per step; never a non-finite one)."""
         if self.writer is None or self.checkpointed_step == self.step:
             return
         t = time.perf_counter()
         meta = {**self.setup.meta(self.step), "state_treedef": self.treedef, "eval_kind": self.evaluation.kind}
         try:
-            self.writer.write(self.state, meta, self.history, durable=durable)
+            self.writer.write(self.state, meta, self.history)
         except NonFiniteState as err:
             if self.setup.check_finite is not None:
                 raise self._diverged(
@@ -379,7 +379,7 @@ class _Run:
     def interrupted(self) -> FitInterrupted:
         """Forget any half-recorded chunk, checkpoint the committed step, and say how to continue."""
         self.history.truncate(self.step)
-        self.checkpoint(durable=True)
+        self.checkpoint()
         where = self.setup.checkpoint_dir
         how = (
             f"checkpoint written to {where!r}; call ui.fit again with the same arguments to continue"
@@ -401,9 +401,7 @@ def _train(run: _Run) -> None:
         stop = run.call_back(metrics)
         if stop and metrics is None and run.schedule.enabled:
             run.evaluate()
-        if stop or run.step == s.total_steps:
-            run.checkpoint(durable=True)
-        elif run.checkpoint_due():
+        if stop or run.step == s.total_steps or run.checkpoint_due():
             run.checkpoint()
 
 
