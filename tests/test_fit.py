@@ -24,7 +24,15 @@ import pytest
 
 import ugm_infer as ui
 from ugm_infer import exact
-from ugm_infer.fit import CHECKPOINT_JSON, CHECKPOINT_NPZ, FitResult, _resolve_progress, fit, load_checkpoint
+from ugm_infer.fit import (
+    CHECKPOINT_HISTORY,
+    CHECKPOINT_JSON,
+    CHECKPOINT_NPZ,
+    FitResult,
+    _resolve_progress,
+    fit,
+    load_checkpoint,
+)
 
 N_SPINS = 4
 
@@ -173,7 +181,11 @@ def test_minibatches_are_permutations_of_the_data():
         assert sorted(epoch.tolist()) == list(range(16))  # every example exactly once per epoch
     assert not np.array_equal(order[0], order[1]) and not np.array_equal(order[1], order[2])
     assert not np.array_equal(order[0], np.arange(16))
-    assert seen == [4, 8, 12]  # callbacks after every chunk; chunks stop at evaluations (every epoch)
+    assert seen == [12]  # evaluation off: one chunk runs all three epochs, then the callbacks run
+    seen.clear()
+    fit(learner, jax.random.key(3), ALL_DATA, params=ZERO_PARAMS, num_epochs=3, batch_size=4, eval_every=1,
+        eval_fn=lambda p: {"zero": 0.0}, callbacks=[lambda p: seen.append(p.step)], progress=False)  # fmt: skip
+    assert seen == [4, 8, 12]  # callbacks after every chunk; chunks stop at evaluations (every epoch here)
     res = fit(learner, jax.random.key(3), ALL_DATA, params=ZERO_PARAMS, num_epochs=2, batch_size=4, eval_fn=None,
               shuffle=False, progress=False)  # fmt: skip
     np.testing.assert_array_equal(np.asarray(res.state.order)[:8].reshape(2, 16), np.tile(np.arange(16), (2, 1)))
@@ -198,7 +210,7 @@ def test_user_eval_fn_and_bare_array_data():
         return {"h0": params["h"][0], "ll": exact_avg_ll(params)}
 
     res = fit(LEARNER, jax.random.key(0), DATA["s"], params=ZERO_PARAMS, num_epochs=2, batch_size=10,
-              eval_fn=my_eval, progress=False)  # fmt: skip
+              eval_fn=my_eval, eval_every=1, progress=False)  # fmt: skip
     ev = res.history["evaluations"]
     assert set(ev) == {"step", "epoch", "wall_time", "eval_seconds", "h0", "ll"} and len(calls) == 3
     np.testing.assert_allclose(ev["h0"][-1], float(res.params["h"][0]))
@@ -278,7 +290,7 @@ def _assert_same_state(a, b):
 def test_resume_is_bit_identical(tmp_path):
     # noisy steps and random particle flips: every step consumes randomness
     learner = NOISY
-    kw = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, checkpoint_every=3)
+    kw = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, checkpoint_every=3, eval_every=1)
     key = jax.random.key(42)
     full = fit(learner, key, DATA, checkpoint_dir=tmp_path / "full", **kw)  # 4 steps per epoch, 12 steps
     # (a) crash in a callback at step 8 (end of epoch 2): the last checkpoint is step 6 (mid-epoch)
@@ -305,7 +317,7 @@ def test_resume_is_bit_identical(tmp_path):
     again = fit(learner, key, DATA, checkpoint_dir=ckdir, **kw)
     _assert_same_state(full.state, again.state)
     # the files: atomic writes leave no temporary files behind; readable metadata
-    assert sorted(os.listdir(ckdir)) == sorted([CHECKPOINT_NPZ, CHECKPOINT_JSON])
+    assert sorted(os.listdir(ckdir)) == sorted([CHECKPOINT_NPZ, CHECKPOINT_JSON, CHECKPOINT_HISTORY])
     with open(ckdir / CHECKPOINT_JSON) as f:
         info = json.load(f)
     assert info["step"] == 12 and info["learner"] == "mini" and info["batch_size"] == 10
@@ -398,7 +410,7 @@ def test_validation_is_fast():
 # ArviZ
 # ----------------------------------------------------------------------------------
 def test_to_arviz_and_netcdf_round_trip(tmp_path):
-    res = fit(NOISY, jax.random.key(0), DATA, params=ZERO_PARAMS, num_epochs=3, batch_size=10,
+    res = fit(NOISY, jax.random.key(0), DATA, params=ZERO_PARAMS, num_epochs=3, batch_size=10, eval_every=1,
               progress=False)  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no schema warnings leak to the user

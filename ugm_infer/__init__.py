@@ -12,7 +12,7 @@ and matplotlib load only when a program needs them.
 
 from ugm_infer._lazy import lazy_attributes as _lazy_attributes
 from ugm_infer.domains import Binary, Categorical, Domain, Spin
-from ugm_infer.fit import FitResult, fit
+from ugm_infer.fit import FitDiverged, FitInterrupted, FitResult, PackedBits, fit
 from ugm_infer.io import load_model, save_model
 from ugm_infer.model import EnergyModel
 
@@ -48,7 +48,10 @@ __all__ = [
     "Categorical",
     "Domain",
     "EnergyModel",
+    "FitDiverged",
+    "FitInterrupted",
     "FitResult",
+    "PackedBits",
     "SampleResult",
     "Spin",
     "dca",

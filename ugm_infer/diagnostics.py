@@ -62,6 +62,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer.fit._result import path_name as _path_name
+
 __all__ = [
     "Diagnosis",
     "Finding",
@@ -93,20 +95,6 @@ _TEMPERING_ADVICE = (
 # ======================================================================================
 # to_arviz
 # ======================================================================================
-def _path_name(path) -> str:
-    parts = []
-    for p in path:
-        if isinstance(p, jax.tree_util.DictKey):
-            parts.append(str(p.key))
-        elif isinstance(p, jax.tree_util.GetAttrKey):
-            parts.append(str(p.name))
-        elif isinstance(p, jax.tree_util.SequenceKey):
-            parts.append(str(p.idx))
-        else:
-            parts.append(str(p).strip(".[]'\""))
-    return ".".join(parts)
-
-
 def _netcdf_array(x: Any) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype == bool:

@@ -88,9 +88,23 @@ class Domain:
         return self.from_index(index)
 
     def contains(self, value: np.ndarray) -> np.ndarray:
-        """Elementwise: is ``value`` one of the allowed values (host numpy)."""
+        """Elementwise: is ``value`` one of the allowed values (host numpy).
+
+        One comparison per value for up to four values, a range check for a range of
+        integers held in an integer array, :func:`numpy.isin` otherwise (whose table
+        method would copy an integer array to ``intp``).
+        """
         value = np.asarray(value)
-        return np.isin(value, self.values)
+        values = self.values
+        as_int = [int(v) if float(v).is_integer() else float(v) for v in values]
+        if len(as_int) <= 4:
+            mask = value == as_int[0]
+            for v in as_int[1:]:
+                mask |= value == v
+            return mask
+        if np.issubdtype(value.dtype, np.integer) and as_int == list(range(as_int[0], as_int[0] + len(as_int))):
+            return (value >= as_int[0]) & (value <= as_int[-1])
+        return np.isin(value, values)
 
     # -- dunder -----------------------------------------------------------------
     def _key(self) -> tuple:

@@ -1,0 +1,154 @@
+"""Tests of the lean parts of ``ui.fit``: compact and bit-packed data, chunking, the evaluation cadence.
+
+Same small learners and data as ``test_fit.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_fit import DATA, NOISY, ZERO_PARAMS, _assert_same_state, mini_learner
+
+import ugm_infer as ui
+from ugm_infer.fit import EVAL_BUDGET, PackedBits, fit
+from ugm_infer.fit._evaluation import EvalSchedule
+
+KW = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, eval_fn=None)
+
+
+def _spin_bits(s: np.ndarray) -> PackedBits:
+    return PackedBits(np.packbits(s > 0, axis=-1), s.shape[-1])
+
+
+# ----------------------------------------------------------------------------------
+# data formats
+# ----------------------------------------------------------------------------------
+def test_integer_bool_and_packed_data_give_the_same_run_as_float_data():
+    key = jax.random.key(8)
+    reference = fit(NOISY, key, DATA, **KW)
+    spins = DATA["s"]
+    for data in ({"s": spins.astype(np.int8)}, {"s": spins.astype(np.float64)}, spins.astype(np.int32)):
+        _assert_same_state(reference.state, fit(NOISY, key, data, **KW).state)
+    packed = fit(NOISY, key, {"s": _spin_bits(spins)}, **KW)  # another program (it unpacks): same numbers
+    _assert_same_state(reference.state, packed.state)
+    np.testing.assert_array_equal(reference.history["steps"]["grad_norm"], packed.history["steps"]["grad_norm"])
+
+
+def test_binary_data_as_uint8_bool_and_bits():
+    model = ui.EnergyModel(lambda p, x: -(p["h"] @ x["v"].astype(jnp.float32)), {"v": ui.Binary((11,))}, name="bern")
+    learner = mini_learner(model=model)._replace(init=_bias_init, step=_bias_step, visible=("v",))
+    v = (np.random.default_rng(0).random((30, 11)) < 0.3).astype(np.float32)
+    kw = dict(params={"h": np.zeros(11, np.float32)}, num_epochs=2, batch_size=10, progress=False, eval_fn=None)
+    ref = fit(learner, jax.random.key(0), v, **kw)
+    for data in (v.astype(np.uint8), v.astype(bool), PackedBits(np.packbits(v.astype(np.uint8), axis=-1), 11)):
+        _assert_same_state(ref.state, fit(learner, jax.random.key(0), data, **kw).state)
+    little = PackedBits(np.packbits(v.astype(np.uint8), axis=-1, bitorder="little"), 11, bitorder="little")
+    _assert_same_state(ref.state, fit(learner, jax.random.key(0), little, **kw).state)
+
+
+class _SumState(NamedTuple):
+    params: dict
+    sum: jax.Array
+
+
+def _bias_init(rng_key, params, data=None):
+    return _SumState(params, jnp.zeros(11, jnp.float32))
+
+
+def _bias_step(rng_key, state, batch):  # a running sum of the batches: any decoding error shows
+    total = state.sum + batch["v"].sum(axis=0) * (1 + 0.1 * batch["v"][0, 0])
+    return _SumState(state.params, total), {"total": total.sum()}
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda: PackedBits(np.zeros((40, 1), np.int8), 4), "uint8"),
+        (lambda: PackedBits(np.zeros((40, 1), np.uint8), 9), "bytes per row"),
+        (lambda: PackedBits(np.zeros((40, 1), np.uint8), 4, bitorder="middle"), "bitorder"),
+        (lambda: PackedBits(np.zeros((40, 1), np.uint8), 3), "shape"),
+        (lambda: {"s": np.full((40, 4), 0.5)}, "outside the domain"),
+        (lambda: {"s": np.zeros((40, 4), np.int8)}, "outside the domain"),  # 0 is not a spin
+        (lambda: {"s": np.full((40, 4), np.inf)}, "NaN or inf"),
+    ],
+)
+def test_bad_compact_data_is_rejected(bad, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        fit(NOISY, jax.random.key(0), bad(), **KW)
+
+
+def test_packed_bits_need_a_two_valued_domain():
+    model = ui.EnergyModel(lambda p, x: p["a"] * x["c"].sum(), {"c": ui.Categorical((4,), num_states=3)}, name="cat")
+    learner = mini_learner(model=model)._replace(visible=("c",))
+    with pytest.raises(ValueError, match="has 3 values"):
+        fit(learner, jax.random.key(0), PackedBits(np.zeros((10, 1), np.uint8), 4), params={"a": 0.0},
+            batch_size=5, progress=False)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------
+# chunks
+# ----------------------------------------------------------------------------------
+def test_where_chunks_stop_does_not_change_the_run(tmp_path):
+    key = jax.random.key(21)
+    seen = {}
+
+    def record(name):
+        seen[name] = []
+        return lambda progress: seen[name].append(progress.step)
+
+    # one chunk for all 12 steps (nothing due in between)
+    one = fit(NOISY, key, DATA, callbacks=[record("one")], **KW)
+    # a chunk per epoch (an evaluation at every epoch end)
+    per_epoch = fit(NOISY, key, DATA, callbacks=[record("epoch")], **{**KW, "eval_fn": lambda p: {}, "eval_every": 1})
+    # chunks of 3 steps that cross epoch ends (checkpoints every 3 steps)
+    odd = fit(NOISY, key, DATA, callbacks=[record("odd")], checkpoint_dir=tmp_path, checkpoint_every=3, **KW)
+    assert seen == {"one": [12], "epoch": [4, 8, 12], "odd": [3, 6, 9, 12]}
+    for other in (per_epoch, odd):
+        _assert_same_state(one.state, other.state)
+        for name in ("grad_norm", "flipped"):
+            np.testing.assert_array_equal(one.history["steps"][name], other.history["steps"][name])
+    np.testing.assert_array_equal(one.history["epochs"]["grad_norm_mean"], odd.history["epochs"]["grad_norm_mean"])
+
+
+# ----------------------------------------------------------------------------------
+# the evaluation cadence
+# ----------------------------------------------------------------------------------
+def test_default_evaluation_cadence_keeps_within_the_budget():
+    assert EVAL_BUDGET == 0.1
+    sched = EvalSchedule(True, None, steps_per_epoch=5, total_steps=100)
+    timing = {"train_seconds": 0.0, "eval_seconds": 0.02}
+    sched.record(0.02)  # the evaluation at step 0 took 20 ms
+    assert sched.due(0, timing) is False and sched.due(100, timing) is True  # the end is always evaluated
+    assert sched.due(3, {"train_seconds": 10.0, "eval_seconds": 0.0}) is False  # only at epoch ends
+    # steps of 2 ms: 0.1 * train >= 0.02 + 0.02 after 0.4 s = 200 steps, beyond the run; then 20 steps (0.04 s)
+    assert sched.next_due(0, timing, 0.002) == 100
+    assert sched.next_due(0, timing, 0.02) == 20 and sched.due(20, {"train_seconds": 0.4, "eval_seconds": 0.02})
+    assert not sched.due(20, {"train_seconds": 0.39, "eval_seconds": 0.02})
+    assert sched.next_due(7, timing, None) == 10  # before a step time is known: the next epoch end
+    fixed = EvalSchedule(True, 2, steps_per_epoch=5, total_steps=23)
+    assert [s for s in range(24) if fixed.due(s, timing)] == [0, 10, 20, 23]
+    assert fixed.next_due(10, timing, 0.1) == 20 and fixed.next_due(21, timing, 0.1) == 23
+    assert EvalSchedule(False, None, 5, 100).next_due(0, timing, 0.1) == 100
+
+
+def test_default_cadence_in_a_fit_with_a_slow_evaluation():
+    def slow_eval(params):
+        time.sleep(0.03)
+        return {"h0": float(params["h"][0])}
+
+    res = fit(NOISY, jax.random.key(0), DATA, params=ZERO_PARAMS, num_epochs=30, batch_size=10, progress=False,
+              eval_fn=slow_eval)  # fmt: skip
+    ev = res.history["evaluations"]
+    steps, cost, wall = ev["step"], ev["eval_seconds"], ev["wall_time"]
+    assert steps[0] == 0 and steps[-1] == 120 and np.all(steps % 4 == 0)
+    # every evaluation between the first and the last was within budget when it was decided:
+    # the evaluations before it plus the previous one's cost <= 10% of the training time
+    for i in range(1, len(steps) - 1):
+        assert cost[:i].sum() + cost[i - 1] <= EVAL_BUDGET * wall[i] + 1e-12
+    assert len(steps) < 31  # fewer than one per epoch: 30 ms evaluations against sub-millisecond epochs
+    np.testing.assert_allclose(ev["h0"][-1], float(res.params["h"][0]))

@@ -1,0 +1,185 @@
+"""The compiled training chunk of :func:`ugm_infer.fit`: many learner steps per call, no host round trip.
+
+A chunk runs global steps ``start, ..., start + count - 1`` as two nested
+:func:`jax.lax.while_loop` s, over the epochs the chunk touches and over the steps of
+each epoch, so ``count`` is a run-time value: every chunk (one step or several epochs)
+runs the same executable, which is what makes results independent of where chunks
+start and stop (evaluations, checkpoints, interruptions, resumption).
+
+Randomness (unchanged since the first checkpoint format): with ``key_train`` the
+third key of ``split(rng_key, 3)``, epoch ``e`` uses ``fold_in(key_train, e)``, split
+into ``key_perm`` (the epoch's permutation of the examples) and ``key_steps``; the
+``s``-th step of the epoch uses ``fold_in(key_steps, s)``.
+
+Each step's info is reduced on the device to one number per field (the mean over
+per-particle or per-chain axes; booleans as fractions) and written into a buffer of
+``chunk_len`` entries, so a chunk returns a few kilobytes whatever the learner reports.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ugm_infer.fit._data import Decoder
+from ugm_infer.fit._result import path_name
+
+__all__ = ["ChunkSpec", "batch_index_key", "compiled_chunk", "epoch_keys", "nonfinite_leaves", "summarize_info"]
+
+
+class ChunkSpec(NamedTuple):
+    """Static configuration of a compiled chunk (with the learner's step, the cache key)."""
+
+    num_examples: int
+    batch_size: int
+    steps_per_epoch: int
+    chunk_len: int
+    shuffle: bool
+    decoders: tuple[tuple[str, Decoder], ...]
+    index_key: str | None
+    stop_on_nonfinite: bool
+
+
+class ChunkOut(NamedTuple):
+    """What a chunk returns."""
+
+    state: Any
+    infos: dict  # {field: (chunk_len,)}; entries >= done are unspecified
+    done: jax.Array  # int32: steps completed (== count unless stopped at a non-finite step)
+    finite: jax.Array  # bool: parameters and the completed steps' infos are all finite
+
+
+def epoch_keys(key_train: jax.Array, epoch: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(key_perm, key_steps)`` of epoch ``epoch``."""
+    key_perm, key_steps = jax.random.split(jax.random.fold_in(key_train, epoch))
+    return key_perm, key_steps
+
+
+def batch_index_key(learner: Any) -> str | None:
+    """The batch key under which :func:`fit` passes row indices to ``learner``, or ``None``.
+
+    A learner asks for the indices of its minibatch rows (into the ``data`` given to its
+    ``init``) by setting a string attribute ``batch_index_key`` on its ``step``
+    function, e.g. ``step.batch_index_key = "_index"``; :func:`fit` then adds
+    ``batch[key] = indices`` (``(batch_size,)`` int32) to every minibatch.  The key must
+    not be a variable name of the model.
+    """
+    key = getattr(getattr(learner, "step", None), "batch_index_key", None)
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"`learner.step.batch_index_key` must be a non-empty str or absent, got {key!r}")
+    if key in getattr(learner.model, "variables", {}):
+        raise ValueError(f"`learner.step.batch_index_key` {key!r} clashes with a variable of the model")
+    return key
+
+
+def summarize_info(info: Any) -> dict[str, jax.Array]:
+    """One scalar per numeric info field: the value, or its mean over extra axes (booleans as fractions)."""
+    out = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(info)[0]:
+        x = jnp.asarray(leaf)
+        if x.dtype == jnp.bool_:
+            x = x.astype(jnp.float32)
+        if not jnp.issubdtype(x.dtype, jnp.number):
+            continue
+        if x.ndim:
+            x = jnp.mean(x.astype(jnp.promote_types(x.dtype, jnp.float32)))
+        out[path_name(path) or "info"] = x
+    return out
+
+
+def _float_leaves(tree: Any) -> list:
+    return [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    ok = jnp.bool_(True)
+    for x in _float_leaves(tree):
+        ok = ok & jnp.all(jnp.isfinite(x))
+    return ok
+
+
+def nonfinite_leaves(tree: Any) -> list[str]:
+    """Names of the floating-point leaves of ``tree`` (host or device arrays) holding NaN or inf."""
+    names = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact) and not bool(jnp.all(jnp.isfinite(leaf))):
+            names.append(path_name(path) or "params")
+    return names
+
+
+def _make_chunk(learner: Any, spec: ChunkSpec):
+    """``run(state, data, key_train, start, count) -> ChunkOut`` (see the module docstring)."""
+    spe, size = spec.steps_per_epoch, spec.batch_size
+    decoders = dict(spec.decoders)
+
+    def batch_of(data, perm, s):
+        if spec.shuffle:
+            idx = jax.lax.dynamic_slice(perm, (s * size,), (size,))
+            rows = {n: jnp.take(x, idx, axis=0, mode="clip") for n, x in data.items()}
+        else:
+            idx = s * size + jnp.arange(size, dtype=jnp.int32)
+            rows = {n: jax.lax.dynamic_slice_in_dim(x, s * size, size) for n, x in data.items()}
+        batch = {n: decoders[n](x) for n, x in rows.items()}
+        if spec.index_key is not None:
+            batch[spec.index_key] = idx
+        return batch
+
+    def run(state, data, key_train, start, count):
+        end = start + count
+        batch_like = jax.eval_shape(lambda d: batch_of(d, jnp.arange(spec.num_examples, dtype=jnp.int32), 0), data)
+        info_like = jax.eval_shape(lambda s, b: summarize_info(learner.step(key_train, s, b)[1]), state, batch_like)
+        buffer = {k: jnp.zeros((spec.chunk_len,), v.dtype) for k, v in info_like.items()}
+
+        def epoch_body(carry):
+            state, g, buffer, ok = carry
+            epoch = g // spe
+            key_perm, key_steps = epoch_keys(key_train, epoch)
+            perm = jax.random.permutation(key_perm, spec.num_examples).astype(jnp.int32) if spec.shuffle else None
+            stop = jnp.minimum(end, (epoch + 1) * spe)
+
+            def step_body(carry):
+                state, g, buffer, ok = carry
+                s = g - epoch * spe
+                new_state, info = learner.step(jax.random.fold_in(key_steps, s), state, batch_of(data, perm, s))
+                summary = summarize_info(info)
+                buffer = {k: buffer[k].at[g - start].set(summary[k]) for k in buffer}
+                if not spec.stop_on_nonfinite:
+                    return new_state, g + 1, buffer, ok
+                good = _all_finite(new_state.params) & _all_finite(summary)
+                new_state = jax.tree.map(lambda a, b: jax.lax.select(good, a, b), new_state, state)
+                return new_state, jnp.where(good, g + 1, g), buffer, good
+
+            return jax.lax.while_loop(lambda c: (c[1] < stop) & c[3], step_body, (state, g, buffer, ok))
+
+        state, g, buffer, ok = jax.lax.while_loop(
+            lambda c: (c[1] < end) & c[3], epoch_body, (state, start, buffer, jnp.bool_(True))
+        )
+        done = g - start
+        valid = jnp.arange(spec.chunk_len) < done
+        finite = ok & _all_finite(state.params)
+        for x in _float_leaves(buffer):
+            finite = finite & jnp.all(jnp.isfinite(x) | ~valid)
+        return ChunkOut(state, buffer, done, finite)
+
+    return run
+
+
+# learner.step -> {ChunkSpec: jitted chunk}: repeated fits of the same learner on data
+# of the same shapes compile once (jit's own cache handles the argument shapes)
+_CHUNK_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compiled_chunk(learner: Any, spec: ChunkSpec):
+    """The jitted chunk for ``learner`` and ``spec`` (built once per learner step and spec)."""
+    try:
+        per_learner = _CHUNK_CACHE.setdefault(learner.step, {})
+    except TypeError:  # not weak-referenceable: no caching
+        per_learner = {}
+    if spec not in per_learner:
+        per_learner[spec] = jax.jit(_make_chunk(learner, spec))
+    return per_learner[spec]
