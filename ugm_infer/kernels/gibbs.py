@@ -36,11 +36,18 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels import _updates
-from ugm_infer.kernels._common import check_model, resolve_logdensity, resolve_structure, validate_position
+from ugm_infer.kernels import _updates, checkerboard, pairwise
+from ugm_infer.kernels._common import (
+    attach_recipe,
+    check_model,
+    resolve_logdensity,
+    resolve_structure,
+    validate_position,
+)
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -71,10 +78,32 @@ class GibbsInfo(NamedTuple):
     num_changed: jax.Array
 
 
-def init(position: dict, logdensity_fn: Callable | None = None) -> GibbsState:
-    """Wrap a position; ``logdensity_fn`` is accepted for the BlackJAX signature."""
-    del logdensity_fn
+def init(position: dict, logdensity_fn: Callable | None = None) -> GibbsState | checkerboard.LatticeGibbsState:
+    """Wrap a position in a chain state.
+
+    For the log-density of a lattice Ising model with even sizes
+    (:class:`~ugm_infer.kernels.checkerboard.LatticeLogDensity`) the state is a
+    :class:`~ugm_infer.kernels.checkerboard.LatticeGibbsState`, which stores the
+    chain in the four-sub-lattice layout the block sweep works on; its ``position``
+    is unpacked when read.  Otherwise a :class:`GibbsState`.
+    """
+    layout = _lattice_layout(position, logdensity_fn)
+    if layout is not None:
+        return checkerboard.state_type(layout)(*layout.pack(position[layout.name]))
     return GibbsState(dict(position))
+
+
+def _lattice_layout(position, logdensity_fn):
+    """The four-sub-lattice layout of ``position`` under ``logdensity_fn``, or ``None``."""
+    if not isinstance(logdensity_fn, checkerboard.LatticeLogDensity) or not isinstance(position, dict):
+        return None
+    name = logdensity_fn.name
+    if set(position) != {name}:
+        return None
+    layout = logdensity_fn.layout(jnp.result_type(position[name]))
+    if layout is None or jnp.shape(position[name]) != (layout.height, layout.width):
+        return None
+    return layout
 
 
 def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = False):
@@ -89,23 +118,15 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
     variables = model.variables
     if scan == "block":
         model = resolve_structure(model, params)
-        if len(model.blocks) > MAX_UNROLLED_BLOCKS:
-            stacked = _updates.stacked_block_sweep(model.blocks, variables, gradient=model.multilinear)
-
-            def sweep(rng_key, position, logdensity_fn):
-                return stacked(rng_key, position, logdensity_fn, reverse=reverse)
-
-            return sweep
-        make = _updates.gradient_block_update if model.multilinear else _updates.enumeration_block_update
-        updates = [make(block, variables) for block in model.blocks]
-        if reverse:
-            updates = updates[::-1]
+        generic = _block_sweep(model, reverse)
+        pairwise_sweep = _pairwise_sweep(model, reverse)
+        if pairwise_sweep is None:
+            return generic
 
         def sweep(rng_key, position, logdensity_fn):
-            keys = jax.random.split(rng_key, len(updates))
-            for key, update in zip(keys, updates):
-                position = update(key, position, logdensity_fn)
-            return position
+            if pairwise_sweep.applies(logdensity_fn):
+                return pairwise_sweep(rng_key, position, logdensity_fn)
+            return generic(rng_key, position, logdensity_fn)
 
         return sweep
 
@@ -125,6 +146,73 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
         return inner(rng_key, position)
 
     return sweep
+
+
+def _block_sweep(model, reverse: bool):
+    """The generic block sweep: one update per block, from a gradient or by enumeration."""
+    variables = model.variables
+    if len(model.blocks) > MAX_UNROLLED_BLOCKS:
+        stacked = _updates.stacked_block_sweep(model.blocks, variables, gradient=model.multilinear)
+
+        def sweep(rng_key, position, logdensity_fn):
+            return stacked(rng_key, position, logdensity_fn, reverse=reverse)
+
+        return sweep
+    make = _updates.gradient_block_update if model.multilinear else _updates.enumeration_block_update
+    updates = [make(block, variables) for block in model.blocks]
+    if reverse:
+        updates = updates[::-1]
+
+    def sweep(rng_key, position, logdensity_fn):
+        keys = jax.random.split(rng_key, len(updates))
+        for key, update in zip(keys, updates):
+            position = update(key, position, logdensity_fn)
+        return position
+
+    return sweep
+
+
+class _PairwiseSweep:
+    """A block sweep whose runs of single-site blocks use incrementally updated fields.
+
+    Applies to a :class:`~ugm_infer.kernels.pairwise.CouplingLogDensity` giving the
+    couplings of every variable with such a run (:mod:`ugm_infer.kernels.pairwise`);
+    the other blocks are updated as in the generic sweep.
+    """
+
+    def __init__(self, model, segments, reverse: bool):
+        self.names = {seg[1] for seg in segments if seg[0] == "run"}
+        self.updates = []
+        for seg in segments[::-1] if reverse else segments:
+            if seg[0] == "run":
+                sites = seg[2][::-1].copy() if reverse else seg[2]
+                self.updates.append(pairwise.sequential_update(seg[1], model.variables[seg[1]], sites))
+            else:
+                make = _updates.gradient_block_update if model.multilinear else _updates.enumeration_block_update
+                self.updates.append(make(seg[1], model.variables))
+
+    def applies(self, logdensity_fn) -> bool:
+        if not isinstance(logdensity_fn, pairwise.CouplingLogDensity):
+            return False
+        return self.names <= set(logdensity_fn.couplings())
+
+    def __call__(self, rng_key, position, logdensity_fn):
+        if len(self.updates) == 1:
+            return self.updates[0](rng_key, position, logdensity_fn)
+        keys = jax.random.split(rng_key, len(self.updates))
+        for key, update in zip(keys, self.updates):
+            position = update(key, position, logdensity_fn)
+        return position
+
+
+def _pairwise_sweep(model, reverse: bool):
+    """The :class:`_PairwiseSweep` of ``model``'s blocks, or ``None`` if they have no run of single sites."""
+    if not model.multilinear:
+        return None
+    segments = pairwise.single_site_runs(model.blocks, model.variables)
+    if not any(seg[0] == "run" and len(seg[2]) > 1 for seg in segments):
+        return None
+    return _PairwiseSweep(model, segments, reverse)
 
 
 def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any = None, reverse: bool = False):
@@ -151,15 +239,38 @@ def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any
     if isinstance(num_sweeps, bool) or not isinstance(num_sweeps, (int, np.integer)) or num_sweeps < 1:
         raise ValueError(f"`num_sweeps` must be a positive int, got {num_sweeps!r}")
     sweep = build_sweep(model, scan, params, reverse)
+    lattice_sweeps: dict = {}  # four-sub-lattice sweeps by layout, built at first use
+
+    def run(rng_key, start, logdensity_fn):
+        if num_sweeps == 1:
+            return sweep(rng_key, start, logdensity_fn)
+        position, _ = jax.lax.scan(
+            lambda p, k: (sweep(k, p, logdensity_fn), None), start, jax.random.split(rng_key, num_sweeps)
+        )
+        return position
+
+    def run_lattice(rng_key, layout, words, logdensity_fn):
+        if layout not in lattice_sweeps:
+            lattice_sweeps[layout] = checkerboard.build_sweep(layout, num_sweeps, reverse)
+        table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
+        return lattice_sweeps[layout](rng_key, *words, table)
 
     def kernel(rng_key, state: GibbsState, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
+        if isinstance(state, checkerboard.LatticeGibbsState):
+            layout = type(state).layout
+            same = isinstance(logdensity_fn, checkerboard.LatticeLogDensity) and logdensity_fn.layout(layout.dtype) == layout
+            if scan == "block" and same:
+                words = run_lattice(rng_key, layout, tuple(state), logdensity_fn)
+            else:  # another target or scan order: the generic sweep of the unpacked position
+                words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])
+            return type(state)(*words), GibbsInfo(checkerboard.count_changed(tuple(state), words))
         start = state.position
-        if num_sweeps == 1:
-            position = sweep(rng_key, start, logdensity_fn)
+        layout = _lattice_layout(start, logdensity_fn) if scan == "block" else None
+        if layout is not None:  # a plain state under a lattice density: sweep in the lattice layout
+            words = run_lattice(rng_key, layout, layout.pack(start[layout.name]), logdensity_fn)
+            position = {layout.name: layout.unpack(*words)}
         else:
-            position, _ = jax.lax.scan(
-                lambda p, k: (sweep(k, p, logdensity_fn), None), start, jax.random.split(rng_key, num_sweeps)
-            )
+            position = run(rng_key, start, logdensity_fn)
         return GibbsState(position), GibbsInfo(_updates.count_changed(start, position))
 
     return kernel
@@ -188,6 +299,7 @@ def as_top_level_api(
     >>> state = gibbs.init(model.random_state(jax.random.key(1)))
     >>> state, info = gibbs.step(jax.random.key(2), state)
     """
+    given = logdensity_fn is not None
     logdensity_fn = resolve_logdensity(model, params, logdensity_fn, beta)
     kernel = build_kernel(model, scan, num_sweeps, params=params)
 
@@ -198,4 +310,12 @@ def as_top_level_api(
     def step_fn(rng_key, state):
         return kernel(rng_key, state, logdensity_fn)
 
-    return SamplingAlgorithm(init_fn, step_fn)
+    algorithm = SamplingAlgorithm(init_fn, step_fn)
+    if given:
+        return algorithm
+    return attach_recipe(
+        algorithm,
+        ("gibbs", model, scan, num_sweeps),
+        (params, beta),
+        lambda args: as_top_level_api(model, args[0], beta=args[1], scan=scan, num_sweeps=num_sweeps),
+    )
