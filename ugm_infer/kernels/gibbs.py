@@ -13,7 +13,17 @@ learners).  Three scan orders:
     one pass over the model's blocks (declared or detected colour classes); all
     sites of a block are drawn in parallel.  For multilinear binary/spin energies
     the conditionals of a block come from one ``jax.grad`` of ``logdensity_fn``;
-    otherwise every value of every site is evaluated.
+    otherwise every value of every site is evaluated.  Two densities get faster
+    exact sweeps automatically: a lattice Ising density
+    (:class:`~ugm_infer.kernels.checkerboard.LatticeLogDensity`, from
+    ``lattice_ising`` or a user energy recognised as one, even sizes) runs the
+    four-sub-lattice sweep of :mod:`~ugm_infer.kernels.checkerboard`, with the chain
+    kept in that layout between steps (:class:`~ugm_infer.kernels.checkerboard.LatticeGibbsState`);
+    a density with pairwise couplings
+    (:class:`~ugm_infer.kernels.pairwise.CouplingLogDensity`, dense Boltzmann
+    machines and semi-RBMs) updates its single-site blocks from incrementally
+    maintained fields (:mod:`~ugm_infer.kernels.pairwise`).  ``method="multispin"``
+    selects the bit-packed lattice sweep (:mod:`~ugm_infer.kernels.multispin`).
 ``"systematic"``
     single-site updates in a fixed order (variables in declaration order, sites in
     row-major order), ``K`` log-density evaluations per site.
@@ -40,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels import _updates, checkerboard, pairwise
+from ugm_infer.kernels import _updates, checkerboard, multispin, pairwise
 from ugm_infer.kernels._common import (
     attach_recipe,
     check_model,
@@ -215,7 +225,12 @@ def _pairwise_sweep(model, reverse: bool):
     return _PairwiseSweep(model, segments, reverse)
 
 
-def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any = None, reverse: bool = False):
+METHODS = ("auto", "multispin")
+
+
+def build_kernel(
+    model, scan: str = "block", num_sweeps: int = 1, *, params: Any = None, reverse: bool = False, method: str = "auto"
+):
     """Build a Gibbs kernel for ``model``.
 
     Parameters
@@ -231,6 +246,14 @@ def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any
         model does not declare them (``scan="block"``).
     reverse
         Apply the sweep's updates in reverse order.
+    method
+        ``"auto"`` (default): the fastest exact update the model and the density allow
+        (the four-sub-lattice sweep for lattice Ising densities, incremental fields
+        for dense pairwise models, else one gradient or enumeration per block).
+        ``"multispin"``: the bit-packed sweep of :mod:`ugm_infer.kernels.multispin`
+        (periodic ``lattice_ising`` with even sizes >= 4, ``scan="block"``, the
+        model's own log-density); vectorised over chains it packs 32 chains per
+        word (see :func:`~ugm_infer.kernels.multispin.build_chain_kernel`).
 
     Returns
     -------
@@ -238,6 +261,10 @@ def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any
     """
     if isinstance(num_sweeps, bool) or not isinstance(num_sweeps, (int, np.integer)) or num_sweeps < 1:
         raise ValueError(f"`num_sweeps` must be a positive int, got {num_sweeps!r}")
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}")
+    if method == "multispin":
+        return _multispin_kernel(model, scan, num_sweeps, reverse)
     sweep = build_sweep(model, scan, params, reverse)
     lattice_sweeps: dict = {}  # four-sub-lattice sweeps by layout, built at first use
 
@@ -276,6 +303,29 @@ def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any
     return kernel
 
 
+def _multispin_kernel(model, scan: str, num_sweeps: int, reverse: bool):
+    """The ``method="multispin"`` kernel (see :func:`build_kernel`)."""
+    if scan != "block" or reverse:
+        raise ValueError("method='multispin' is a checkerboard block sweep: use scan='block' and reverse=False")
+    step = multispin.build_chain_kernel(model, num_sweeps)
+    structure = (model.height, model.width, model.periodic, model.domain)
+
+    def kernel(rng_key, state, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
+        if not (isinstance(logdensity_fn, checkerboard.LatticeLogDensity) and logdensity_fn.structure == structure):
+            raise TypeError(
+                "method='multispin' samples the lattice's own log-density (model.logdensity_fn(params, beta) or a "
+                f"tempered copy of it), got {type(logdensity_fn).__name__}"
+            )
+        start = state.position
+        spins = step(rng_key, start["s"], logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
+        info = GibbsInfo(_updates.count_changed(start, {"s": spins}))
+        if isinstance(state, checkerboard.LatticeGibbsState):
+            return type(state)(*type(state).layout.pack(spins)), info
+        return GibbsState({"s": spins}), info
+
+    return kernel
+
+
 def as_top_level_api(
     model,
     params: Any = None,
@@ -284,11 +334,16 @@ def as_top_level_api(
     beta: float = 1.0,
     scan: str = "block",
     num_sweeps: int = 1,
+    method: str = "auto",
 ) -> SamplingAlgorithm:
     """Gibbs sampler for ``model`` at ``params`` (or any ``logdensity_fn``).
 
     Returns a :class:`blackjax.base.SamplingAlgorithm` acting on one chain; ``vmap``
-    ``init`` and ``step`` over chains.  Not jitted.
+    ``init`` and ``step`` over chains (``ui.sample`` does).  Not jitted.  ``method``
+    chooses the update as in :func:`build_kernel`: ``"auto"``, or ``"multispin"`` for
+    the bit-packed lattice sweep (32 chains per word under ``vmap``).  Built from
+    ``params``, the algorithm carries a recipe so ``ui.sample`` compiles it once for
+    any parameter values.
 
     Examples
     --------
@@ -301,11 +356,12 @@ def as_top_level_api(
     """
     given = logdensity_fn is not None
     logdensity_fn = resolve_logdensity(model, params, logdensity_fn, beta)
-    kernel = build_kernel(model, scan, num_sweeps, params=params)
+    kernel = build_kernel(model, scan, num_sweeps, params=params, method=method)
+    state_init = (lambda position, _: GibbsState(dict(position))) if method == "multispin" else init
 
     def init_fn(position, rng_key=None):
         del rng_key
-        return init(validate_position(model, position), logdensity_fn)
+        return state_init(validate_position(model, position), logdensity_fn)
 
     def step_fn(rng_key, state):
         return kernel(rng_key, state, logdensity_fn)
@@ -315,7 +371,7 @@ def as_top_level_api(
         return algorithm
     return attach_recipe(
         algorithm,
-        ("gibbs", model, scan, num_sweeps),
+        ("gibbs", model, scan, num_sweeps, method),
         (params, beta),
-        lambda args: as_top_level_api(model, args[0], beta=args[1], scan=scan, num_sweeps=num_sweeps),
+        lambda args: as_top_level_api(model, args[0], beta=args[1], scan=scan, num_sweeps=num_sweeps, method=method),
     )
