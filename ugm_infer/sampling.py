@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
+from ugm_infer.kernels._common import recipe_of
+
 __all__ = ["SampleResult", "sample"]
 
 
@@ -131,26 +133,61 @@ def sample(
             f"{jax.tree.map(jnp.shape, initial_position)}"
         )
     with_energy = model is not None and params is not None
-    run = _compiled_run(algorithm, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn)
-    final, (states, energies, infos) = run(rng_key, initial_position, params if with_energy else None)
+    recipe = recipe_of(algorithm)
+    run = _compiled_run(
+        algorithm, recipe, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn
+    )
+    build_args = recipe.args if recipe is not None else None
+    final, (states, energies, infos) = run(rng_key, initial_position, params if with_energy else None, build_args)
     return SampleResult(states, energies, infos, final)
 
 
-# Compiled runs, reused by later calls with the same algorithm object and settings (a
-# fresh closure per call would make every ``ui.sample`` call recompile). Bounded LRU:
-# it keeps the algorithm's functions alive, so old entries are dropped.
+# Compiled runs, reused by later calls with the same settings.  An algorithm built by
+# ``ui.kernels.*`` from ``params`` carries a recipe (``kernels._common.Recipe``): its
+# run is keyed by the recipe's static part and takes the parameters as an argument, so
+# ``ui.sample(key, ui.kernels.gibbs(model, params), ...)`` compiles once however often
+# it is called and whatever the parameter values.  Other algorithms are keyed by their
+# ``init``/``step`` functions.  Bounded LRU: entries keep functions and models alive.
 _RUN_CACHE: OrderedDict = OrderedDict()
 _RUN_CACHE_SIZE = 32
+# draws x chains up to which all per-step chain keys are drawn at once (8 bytes each)
+_PRESPLIT_KEYS = 1 << 20
 
 
-def _compiled_run(algorithm, model, num_samples, num_warmup, thin, keep_states, trace_fn):
-    key = (algorithm.init, algorithm.step, model, num_samples, num_warmup, thin, bool(keep_states), trace_fn)
+def _function_key(fn):
+    """A hashable stand-in for ``fn``: its code and closure values for plain functions, else ``fn``.
+
+    Two lambdas written at the same place and closing over equal values compute the
+    same thing, so a ``trace_fn`` written inline in every call still reuses the run.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return fn
+    try:
+        cells = tuple(c.cell_contents for c in (fn.__closure__ or ()))
+        key = (
+            code,
+            cells,
+            fn.__defaults__,
+            getattr(fn, "__kwdefaults__", None) and tuple(sorted(fn.__kwdefaults__.items())),
+        )
+        hash(key)
+    except (TypeError, ValueError):  # an unhashable or empty cell
+        return fn
+    return key
+
+
+def _compiled_run(algorithm, recipe, model, num_samples, num_warmup, thin, keep_states, trace_fn):
+    target = ("recipe", recipe.key) if recipe is not None else (algorithm.init, algorithm.step)
+    trace_key = None if trace_fn is None else _function_key(trace_fn)
+    key = (target, model, num_samples, num_warmup, thin, bool(keep_states), trace_key)
     try:
         run = _RUN_CACHE.pop(key)
     except (KeyError, TypeError):  # TypeError: an unhashable piece; build without caching
         run = None
     if run is None:
-        run = _build_run(algorithm, model, num_samples, num_warmup, thin, keep_states, trace_fn)
+        build = recipe.build if recipe is not None else (lambda _: algorithm)
+        run = _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn)
     try:
         _RUN_CACHE[key] = run
         while len(_RUN_CACHE) > _RUN_CACHE_SIZE:
@@ -160,8 +197,13 @@ def _compiled_run(algorithm, model, num_samples, num_warmup, thin, keep_states, 
     return run
 
 
-def _build_run(algorithm, model, num_samples, num_warmup, thin, keep_states, trace_fn):
-    """The jitted ``run(rng_key, position, params)``; ``params`` only feeds the recorded energies."""
+def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn):
+    """The jitted ``run(rng_key, position, params, build_args)``.
+
+    ``params`` only feeds the recorded energies; ``build(build_args)`` gives the
+    algorithm (inside the trace, so the arguments may change between calls without
+    recompiling).
+    """
     trace = trace_fn or (lambda state, info: info)
 
     def energy(params, pos):
@@ -173,35 +215,43 @@ def _build_run(algorithm, model, num_samples, num_warmup, thin, keep_states, tra
         return model.energy(params, pos)
 
     @jax.jit
-    def run(rng_key, position, params):
+    def run(rng_key, position, params, build_args):
+        algorithm = build(build_args)
         num_chains = jnp.shape(jax.tree.leaves(position)[0])[0]
         states = jax.vmap(algorithm.init)(position)
         step = jax.vmap(algorithm.step)
 
-        def advance(carry, key):
-            state, _ = carry
-            return step(jax.random.split(key, num_chains), state), None
+        def chain_keys(key, shape):
+            return jax.random.split(key, shape + (num_chains,))
 
-        def one_draw(state, key):
-            keys = jax.random.split(key, thin)
-            state, info = step(jax.random.split(keys[0], num_chains), state)
-            if thin > 1:
-                (state, info), _ = jax.lax.scan(advance, (state, info), keys[1:])
-            out = (
+        def record(state, info):
+            return (
                 state.position if keep_states else None,
                 jax.vmap(lambda pos: energy(params, pos))(state.position) if model is not None else None,
                 trace(state, info),
             )
-            return state, out
+
+        def one_draw(state, keys):
+            # keys: (thin, num_chains) -- one key per chain for each step of the draw
+            state, info = step(keys[0], state)
+            if thin > 1:
+                (state, info), _ = jax.lax.scan(lambda c, k: (step(k, c[0]), None), (state, info), keys[1:])
+            return state, record(state, info)
+
+        def draws(state, key, count):
+            if count * thin * num_chains <= _PRESPLIT_KEYS:  # all chain keys in one call
+                return jax.lax.scan(one_draw, state, chain_keys(key, (count, thin)))
+            return jax.lax.scan(lambda s, k: one_draw(s, chain_keys(k, (thin,))), state, jax.random.split(key, count))
 
         key_warm, key_draw = jax.random.split(rng_key)
         if num_warmup:
-
-            def warm(state, key):
-                return step(jax.random.split(key, num_chains), state)[0], None
-
-            states, _ = jax.lax.scan(warm, states, jax.random.split(key_warm, num_warmup))
-        final, outs = jax.lax.scan(one_draw, states, jax.random.split(key_draw, num_samples))
+            if num_warmup * num_chains <= _PRESPLIT_KEYS:
+                states, _ = jax.lax.scan(lambda s, k: (step(k, s)[0], None), states, chain_keys(key_warm, (num_warmup,)))
+            else:
+                states, _ = jax.lax.scan(
+                    lambda s, k: (step(chain_keys(k, ()), s)[0], None), states, jax.random.split(key_warm, num_warmup)
+                )
+        final, outs = draws(states, key_draw, num_samples)
         # (draw, chain, ...) -> (chain, draw, ...)
         outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
         return final, outs

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple
 
 import jax
+
+from ugm_infer.kernels import lattice_form
 
 
 def temper(logdensity_fn: Callable, beta: Any) -> Callable:
@@ -35,15 +38,31 @@ def check_model(model) -> None:
         raise TypeError(f"`model` must be a ui.EnergyModel, got {type(model).__name__}")
 
 
+# models recognised as lattices, with their checkerboard blocks (copies; the user's model is untouched)
+_WITH_LATTICE_BLOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def resolve_structure(model, params: Any):
     """The model with blocks/multilinearity resolved, probing at ``params`` if needed."""
     if model.has_structure:
         return model
+    if model in _WITH_LATTICE_BLOCKS:
+        return _WITH_LATTICE_BLOCKS[model]
     if params is None:
         raise ValueError(
             f"model '{model.name}' declares no blocks; pass `params=` when building the kernel "
             "(used only to probe the energy's interaction graph) or declare `blocks=`"
         )
+    form = lattice_form.lattice_form(model, params)
+    if form is not None and getattr(model, "_blocks", None) is None:
+        # a recognised lattice: its checkerboard colours are the blocks (no interaction-graph probe)
+        from ugm_infer.models.lattice import lattice_colors
+
+        colours = lattice_colors(form[0], form[1], form[2])
+        name = next(iter(model.variables))
+        structured = model.with_blocks([{name: colours == c} for c in range(int(colours.max()) + 1)])
+        _WITH_LATTICE_BLOCKS[model] = structured.detect_structure(params)
+        return _WITH_LATTICE_BLOCKS[model]
     return model.detect_structure(params)
 
 
@@ -58,7 +77,11 @@ def resolve_logdensity(model, params: Any, logdensity_fn: Callable | None, beta:
         return logdensity_fn
     if is_concrete(params):
         model.validate_params(params)
-    return model.logdensity_fn(params, beta)
+    fn = model.logdensity_fn(params, beta)
+    form = lattice_form.lattice_form(model, params)
+    if form is not None:  # a user energy with the uniform lattice form: the four-sub-lattice sweep applies
+        return lattice_form.lattice_logdensity(model, params, beta, form, fn)
+    return fn
 
 
 def validate_position(model, position):
@@ -66,3 +89,29 @@ def validate_position(model, position):
     if is_concrete(position):
         return model.validate_state(position, batch_ndim=0, argname="position")
     return position
+
+
+class Recipe(NamedTuple):
+    """How a top-level sampling algorithm was built, so a driver can compile it once.
+
+    ``build(args)`` returns the :class:`blackjax.base.SamplingAlgorithm` again, with the
+    dynamic values ``args`` (e.g. ``(params, beta)``) possibly traced; ``key`` (hashable)
+    holds everything else that defines it (kernel, model, static options).  Algorithms
+    with equal keys compile to the same program, whatever their ``args``.
+    """
+
+    key: Hashable
+    args: Any
+    build: Callable
+
+
+def attach_recipe(algorithm, key: Hashable, args: Any, build: Callable):
+    """Record on ``algorithm.step`` how to rebuild ``algorithm`` (read by ``ui.sample``); returns ``algorithm``."""
+    algorithm.step.ugm_recipe = Recipe(key, args, build)
+    return algorithm
+
+
+def recipe_of(algorithm) -> Recipe | None:
+    """The :class:`Recipe` attached to ``algorithm`` (``None`` for algorithms built otherwise)."""
+    recipe = getattr(algorithm.step, "ugm_recipe", None)
+    return recipe if isinstance(recipe, Recipe) else None

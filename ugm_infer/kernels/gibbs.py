@@ -13,7 +13,17 @@ learners).  Three scan orders:
     one pass over the model's blocks (declared or detected colour classes); all
     sites of a block are drawn in parallel.  For multilinear binary/spin energies
     the conditionals of a block come from one ``jax.grad`` of ``logdensity_fn``;
-    otherwise every value of every site is evaluated.
+    otherwise every value of every site is evaluated.  Two densities get faster
+    exact sweeps automatically: a lattice Ising density
+    (:class:`~ugm_infer.kernels.checkerboard.LatticeLogDensity`, from
+    ``lattice_ising`` or a user energy recognised as one, even sizes) runs the
+    four-sub-lattice sweep of :mod:`~ugm_infer.kernels.checkerboard`, with the chain
+    kept in that layout between steps (:class:`~ugm_infer.kernels.checkerboard.LatticeGibbsState`);
+    a density with pairwise couplings
+    (:class:`~ugm_infer.kernels.pairwise.CouplingLogDensity`, dense Boltzmann
+    machines and semi-RBMs) updates its single-site blocks from incrementally
+    maintained fields (:mod:`~ugm_infer.kernels.pairwise`).  ``method="multispin"``
+    selects the bit-packed lattice sweep (:mod:`~ugm_infer.kernels.multispin`).
 ``"systematic"``
     single-site updates in a fixed order (variables in declaration order, sites in
     row-major order), ``K`` log-density evaluations per site.
@@ -36,11 +46,18 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels import _updates
-from ugm_infer.kernels._common import check_model, resolve_logdensity, resolve_structure, validate_position
+from ugm_infer.kernels import _updates, checkerboard, multispin, pairwise
+from ugm_infer.kernels._common import (
+    attach_recipe,
+    check_model,
+    resolve_logdensity,
+    resolve_structure,
+    validate_position,
+)
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -71,10 +88,32 @@ class GibbsInfo(NamedTuple):
     num_changed: jax.Array
 
 
-def init(position: dict, logdensity_fn: Callable | None = None) -> GibbsState:
-    """Wrap a position; ``logdensity_fn`` is accepted for the BlackJAX signature."""
-    del logdensity_fn
+def init(position: dict, logdensity_fn: Callable | None = None) -> GibbsState | checkerboard.LatticeGibbsState:
+    """Wrap a position in a chain state.
+
+    For the log-density of a lattice Ising model with even sizes
+    (:class:`~ugm_infer.kernels.checkerboard.LatticeLogDensity`) the state is a
+    :class:`~ugm_infer.kernels.checkerboard.LatticeGibbsState`, which stores the
+    chain in the four-sub-lattice layout the block sweep works on; its ``position``
+    is unpacked when read.  Otherwise a :class:`GibbsState`.
+    """
+    layout = _lattice_layout(position, logdensity_fn)
+    if layout is not None:
+        return checkerboard.state_type(layout)(*layout.pack(position[layout.name]))
     return GibbsState(dict(position))
+
+
+def _lattice_layout(position, logdensity_fn):
+    """The four-sub-lattice layout of ``position`` under ``logdensity_fn``, or ``None``."""
+    if not isinstance(logdensity_fn, checkerboard.LatticeLogDensity) or not isinstance(position, dict):
+        return None
+    name = logdensity_fn.name
+    if set(position) != {name}:
+        return None
+    layout = logdensity_fn.layout(jnp.result_type(position[name]))
+    if layout is None or jnp.shape(position[name]) != (layout.height, layout.width):
+        return None
+    return layout
 
 
 def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = False):
@@ -89,23 +128,15 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
     variables = model.variables
     if scan == "block":
         model = resolve_structure(model, params)
-        if len(model.blocks) > MAX_UNROLLED_BLOCKS:
-            stacked = _updates.stacked_block_sweep(model.blocks, variables, gradient=model.multilinear)
-
-            def sweep(rng_key, position, logdensity_fn):
-                return stacked(rng_key, position, logdensity_fn, reverse=reverse)
-
-            return sweep
-        make = _updates.gradient_block_update if model.multilinear else _updates.enumeration_block_update
-        updates = [make(block, variables) for block in model.blocks]
-        if reverse:
-            updates = updates[::-1]
+        generic = _block_sweep(model, reverse)
+        pairwise_sweep = _pairwise_sweep(model, reverse)
+        if pairwise_sweep is None:
+            return generic
 
         def sweep(rng_key, position, logdensity_fn):
-            keys = jax.random.split(rng_key, len(updates))
-            for key, update in zip(keys, updates):
-                position = update(key, position, logdensity_fn)
-            return position
+            if pairwise_sweep.applies(logdensity_fn):
+                return pairwise_sweep(rng_key, position, logdensity_fn)
+            return generic(rng_key, position, logdensity_fn)
 
         return sweep
 
@@ -127,7 +158,79 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
     return sweep
 
 
-def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any = None, reverse: bool = False):
+def _block_sweep(model, reverse: bool):
+    """The generic block sweep: one update per block, from a gradient or by enumeration."""
+    variables = model.variables
+    if len(model.blocks) > MAX_UNROLLED_BLOCKS:
+        stacked = _updates.stacked_block_sweep(model.blocks, variables, gradient=model.multilinear)
+
+        def sweep(rng_key, position, logdensity_fn):
+            return stacked(rng_key, position, logdensity_fn, reverse=reverse)
+
+        return sweep
+    make = _updates.gradient_block_update if model.multilinear else _updates.enumeration_block_update
+    updates = [make(block, variables) for block in model.blocks]
+    if reverse:
+        updates = updates[::-1]
+
+    def sweep(rng_key, position, logdensity_fn):
+        keys = jax.random.split(rng_key, len(updates))
+        for key, update in zip(keys, updates):
+            position = update(key, position, logdensity_fn)
+        return position
+
+    return sweep
+
+
+class _PairwiseSweep:
+    """A block sweep whose runs of single-site blocks use incrementally updated fields.
+
+    Applies to a :class:`~ugm_infer.kernels.pairwise.CouplingLogDensity` giving the
+    couplings of every variable with such a run (:mod:`ugm_infer.kernels.pairwise`);
+    the other blocks are updated as in the generic sweep.
+    """
+
+    def __init__(self, model, segments, reverse: bool):
+        self.names = {seg[1] for seg in segments if seg[0] == "run"}
+        self.updates = []
+        for seg in segments[::-1] if reverse else segments:
+            if seg[0] == "run":
+                sites = seg[2][::-1].copy() if reverse else seg[2]
+                self.updates.append(pairwise.sequential_update(seg[1], model.variables[seg[1]], sites))
+            else:
+                make = _updates.gradient_block_update if model.multilinear else _updates.enumeration_block_update
+                self.updates.append(make(seg[1], model.variables))
+
+    def applies(self, logdensity_fn) -> bool:
+        if not isinstance(logdensity_fn, pairwise.CouplingLogDensity):
+            return False
+        return self.names <= set(logdensity_fn.couplings())
+
+    def __call__(self, rng_key, position, logdensity_fn):
+        if len(self.updates) == 1:
+            return self.updates[0](rng_key, position, logdensity_fn)
+        keys = jax.random.split(rng_key, len(self.updates))
+        for key, update in zip(keys, self.updates):
+            position = update(key, position, logdensity_fn)
+        return position
+
+
+def _pairwise_sweep(model, reverse: bool):
+    """The :class:`_PairwiseSweep` of ``model``'s blocks, or ``None`` if they have no run of single sites."""
+    if not model.multilinear:
+        return None
+    segments = pairwise.single_site_runs(model.blocks, model.variables)
+    if not any(seg[0] == "run" and len(seg[2]) > 1 for seg in segments):
+        return None
+    return _PairwiseSweep(model, segments, reverse)
+
+
+METHODS = ("auto", "multispin")
+
+
+def build_kernel(
+    model, scan: str = "block", num_sweeps: int = 1, *, params: Any = None, reverse: bool = False, method: str = "auto"
+):
     """Build a Gibbs kernel for ``model``.
 
     Parameters
@@ -143,6 +246,14 @@ def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any
         model does not declare them (``scan="block"``).
     reverse
         Apply the sweep's updates in reverse order.
+    method
+        ``"auto"`` (default): the fastest exact update the model and the density allow
+        (the four-sub-lattice sweep for lattice Ising densities, incremental fields
+        for dense pairwise models, else one gradient or enumeration per block).
+        ``"multispin"``: the bit-packed sweep of :mod:`ugm_infer.kernels.multispin`
+        (periodic ``lattice_ising`` with even sizes >= 4, ``scan="block"``, the
+        model's own log-density); vectorised over chains it packs 32 chains per
+        word (see :func:`~ugm_infer.kernels.multispin.build_chain_kernel`).
 
     Returns
     -------
@@ -150,17 +261,67 @@ def build_kernel(model, scan: str = "block", num_sweeps: int = 1, *, params: Any
     """
     if isinstance(num_sweeps, bool) or not isinstance(num_sweeps, (int, np.integer)) or num_sweeps < 1:
         raise ValueError(f"`num_sweeps` must be a positive int, got {num_sweeps!r}")
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}")
+    if method == "multispin":
+        return _multispin_kernel(model, scan, num_sweeps, reverse)
     sweep = build_sweep(model, scan, params, reverse)
+    lattice_sweeps: dict = {}  # four-sub-lattice sweeps by layout, built at first use
+
+    def run(rng_key, start, logdensity_fn):
+        if num_sweeps == 1:
+            return sweep(rng_key, start, logdensity_fn)
+        position, _ = jax.lax.scan(
+            lambda p, k: (sweep(k, p, logdensity_fn), None), start, jax.random.split(rng_key, num_sweeps)
+        )
+        return position
+
+    def run_lattice(rng_key, layout, words, logdensity_fn):
+        if layout not in lattice_sweeps:
+            lattice_sweeps[layout] = checkerboard.build_sweep(layout, num_sweeps, reverse)
+        table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
+        return lattice_sweeps[layout](rng_key, *words, table)
 
     def kernel(rng_key, state: GibbsState, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
+        if isinstance(state, checkerboard.LatticeGibbsState):
+            layout = type(state).layout
+            same = isinstance(logdensity_fn, checkerboard.LatticeLogDensity) and logdensity_fn.layout(layout.dtype) == layout
+            if scan == "block" and same:
+                words = run_lattice(rng_key, layout, tuple(state), logdensity_fn)
+            else:  # another target or scan order: the generic sweep of the unpacked position
+                words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])
+            return type(state)(*words), GibbsInfo(checkerboard.count_changed(tuple(state), words))
         start = state.position
-        if num_sweeps == 1:
-            position = sweep(rng_key, start, logdensity_fn)
+        layout = _lattice_layout(start, logdensity_fn) if scan == "block" else None
+        if layout is not None:  # a plain state under a lattice density: sweep in the lattice layout
+            words = run_lattice(rng_key, layout, layout.pack(start[layout.name]), logdensity_fn)
+            position = {layout.name: layout.unpack(*words)}
         else:
-            position, _ = jax.lax.scan(
-                lambda p, k: (sweep(k, p, logdensity_fn), None), start, jax.random.split(rng_key, num_sweeps)
-            )
+            position = run(rng_key, start, logdensity_fn)
         return GibbsState(position), GibbsInfo(_updates.count_changed(start, position))
+
+    return kernel
+
+
+def _multispin_kernel(model, scan: str, num_sweeps: int, reverse: bool):
+    """The ``method="multispin"`` kernel (see :func:`build_kernel`)."""
+    if scan != "block" or reverse:
+        raise ValueError("method='multispin' is a checkerboard block sweep: use scan='block' and reverse=False")
+    step = multispin.build_chain_kernel(model, num_sweeps)
+    structure = (model.height, model.width, model.periodic, model.domain)
+
+    def kernel(rng_key, state, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
+        if not (isinstance(logdensity_fn, checkerboard.LatticeLogDensity) and logdensity_fn.structure == structure):
+            raise TypeError(
+                "method='multispin' samples the lattice's own log-density (model.logdensity_fn(params, beta) or a "
+                f"tempered copy of it), got {type(logdensity_fn).__name__}"
+            )
+        start = state.position
+        spins = step(rng_key, start["s"], logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
+        info = GibbsInfo(_updates.count_changed(start, {"s": spins}))
+        if isinstance(state, checkerboard.LatticeGibbsState):
+            return type(state)(*type(state).layout.pack(spins)), info
+        return GibbsState({"s": spins}), info
 
     return kernel
 
@@ -173,11 +334,16 @@ def as_top_level_api(
     beta: float = 1.0,
     scan: str = "block",
     num_sweeps: int = 1,
+    method: str = "auto",
 ) -> SamplingAlgorithm:
     """Gibbs sampler for ``model`` at ``params`` (or any ``logdensity_fn``).
 
     Returns a :class:`blackjax.base.SamplingAlgorithm` acting on one chain; ``vmap``
-    ``init`` and ``step`` over chains.  Not jitted.
+    ``init`` and ``step`` over chains (``ui.sample`` does).  Not jitted.  ``method``
+    chooses the update as in :func:`build_kernel`: ``"auto"``, or ``"multispin"`` for
+    the bit-packed lattice sweep (32 chains per word under ``vmap``).  Built from
+    ``params``, the algorithm carries a recipe so ``ui.sample`` compiles it once for
+    any parameter values.
 
     Examples
     --------
@@ -188,14 +354,24 @@ def as_top_level_api(
     >>> state = gibbs.init(model.random_state(jax.random.key(1)))
     >>> state, info = gibbs.step(jax.random.key(2), state)
     """
+    given = logdensity_fn is not None
     logdensity_fn = resolve_logdensity(model, params, logdensity_fn, beta)
-    kernel = build_kernel(model, scan, num_sweeps, params=params)
+    kernel = build_kernel(model, scan, num_sweeps, params=params, method=method)
+    state_init = (lambda position, _: GibbsState(dict(position))) if method == "multispin" else init
 
     def init_fn(position, rng_key=None):
         del rng_key
-        return init(validate_position(model, position), logdensity_fn)
+        return state_init(validate_position(model, position), logdensity_fn)
 
     def step_fn(rng_key, state):
         return kernel(rng_key, state, logdensity_fn)
 
-    return SamplingAlgorithm(init_fn, step_fn)
+    algorithm = SamplingAlgorithm(init_fn, step_fn)
+    if given:
+        return algorithm
+    return attach_recipe(
+        algorithm,
+        ("gibbs", model, scan, num_sweeps, method),
+        (params, beta),
+        lambda args: as_top_level_api(model, args[0], beta=args[1], scan=scan, num_sweeps=num_sweeps, method=method),
+    )

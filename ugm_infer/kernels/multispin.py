@@ -47,7 +47,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["pack", "unpack", "build_sweep", "check_lattice", "lane_counts", "energy"]
+from ugm_infer.kernels.checkerboard import key_pair, probability_thresholds, threefry2x32
+
+__all__ = ["pack", "unpack", "build_sweep", "build_chain_kernel", "check_lattice", "lane_counts", "energy"]
 
 LANES = 32
 _ONES = np.uint32(0xFFFFFFFF)
@@ -100,13 +102,25 @@ def _thresholds(J, h, beta, spin: bool) -> jax.Array:
     """``T_n = round(p_n 2^32)`` (clipped to [0, 2^32 - 1]) for ``n = 0..4`` up neighbours, uint32."""
     n = jnp.arange(5, dtype=jnp.float32)
     logit = 2.0 * beta * (J * (2.0 * n - 4.0) + h) if spin else beta * (J * n + h)
-    p = jax.nn.sigmoid(logit.astype(jnp.float32))
-    # split into two 16-bit halves so the fixed-point value is exact for the float32 p
-    scaled = p * 65536.0
-    hi = jnp.floor(scaled)
-    lo = jnp.round((scaled - hi) * 65536.0)
-    t = hi.astype(jnp.uint32) * jnp.uint32(65536) + jnp.minimum(lo, 65535.0).astype(jnp.uint32)
-    return jnp.where(p >= 1.0, jnp.uint32(_ONES), t)
+    return probability_thresholds(jax.nn.sigmoid(logit.astype(jnp.float32)))
+
+
+def _random_words(key, stream, count: int, shape: tuple) -> jax.Array:
+    """``count`` independent uniform ``uint32`` words per entry of ``shape``: ``(count,) + shape``.
+
+    Threefry-2x32 with the key's data and counters ``(stream, pair * size + entry)``,
+    written elementwise (:func:`ugm_infer.kernels.checkerboard.threefry2x32`) so XLA
+    fuses it with the bit logic; each evaluation gives two words.
+    """
+    k1, k2 = key_pair(key)
+    size = int(np.prod(shape, dtype=np.int64))
+    pairs = -(-count // 2)
+    entry = jax.lax.iota(jnp.uint32, size).reshape(shape)
+    words = []
+    for p in range(pairs):
+        a, b = threefry2x32(k1, k2, jnp.asarray(stream, jnp.uint32), entry + jnp.uint32(p * size))
+        words += [a, b]
+    return jnp.stack(words[:count])
 
 
 def _count_planes(a, b, c, d):
@@ -219,7 +233,7 @@ def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1, tail_a
         def body(carry):
             j, less, undecided = carry
             # planes j .. j + chunk - 1: one random bit per lane each
-            planes = jax.random.bits(jax.random.fold_in(key, j), (chunk,) + shape, jnp.uint32)
+            planes = _random_words(key, j, chunk, shape)
             for i in range(chunk):
                 r = planes[i]
                 bits = (table >> bit_positions[j + i]) & jnp.uint32(1)  # bit j + i (MSB first) of each T_n
@@ -241,7 +255,7 @@ def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1, tail_a
 
     def _tail(key, shape, table, eq, body_planes):
         """``body_planes`` planes for every lane, then one undecided lane per word per round."""
-        planes = jax.random.bits(jax.random.fold_in(key, 0), (body_planes,) + shape, jnp.uint32)
+        planes = _random_words(key, 0, body_planes, shape)
         less = jnp.zeros(shape, jnp.uint32)
         undecided = jnp.full(shape, _ONES, jnp.uint32)
         for i in range(body_planes):
@@ -264,7 +278,7 @@ def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1, tail_a
             t_low = jnp.zeros(shape, jnp.uint32)
             for k in range(5):
                 t_low = t_low + jnp.where((eq[k] & lane) != 0, table_low[k], jnp.uint32(0))
-            u_low = jax.random.bits(jax.random.fold_in(key, j + 1), shape, jnp.uint32) & low_mask
+            u_low = _random_words(key, j + 1, 1, shape)[0] & low_mask
             less = less | jnp.where(u_low < t_low, lane, jnp.uint32(0))
             return j + 1, less, undecided & ~lane
 
@@ -329,3 +343,60 @@ def energy(words: jax.Array, params: Any, domain: str = "spin") -> jax.Array:
         both = lane_counts(jnp.concatenate([w & right, w & down], axis=-1)).astype(jnp.float32)
         e = -J * both - h * up
     return e.reshape(-1)
+
+
+def build_chain_kernel(model, num_sweeps: int = 1):
+    """The bit-packed sweep as a one-chain step ``step(rng_key, spins, J, h, beta) -> spins``.
+
+    ``spins`` is one chain's ``(H, W)`` state (the model's values and dtype).  Applied
+    to one chain it packs the chain into one lane of a word.  Under ``jax.vmap`` over
+    chains (``ui.sample``, learners, SMC) a batching rule packs the whole batch, 32
+    chains per word, runs ``num_sweeps`` sweeps and unpacks, so the chains share the
+    word-wide logic; the packed sweeps draw from one key made from all the chains' keys
+    (so a chain's draws depend on the whole batch, not on its own key alone).  When
+    ``J``, ``h`` or ``beta`` differ between chains (parallel tempering's replicas) the
+    chains are run one by one.  Used by ``ui.kernels.gibbs(..., method="multispin")``.
+    """
+    check_lattice(model)
+    sweep = build_sweep(model)
+    domain = model.domain
+
+    def packed(key_data, spins, J, h, beta):
+        """``num_sweeps`` sweeps of ``(N, H, W)`` chains packed into words."""
+        words = pack(spins, domain)
+        params = {"J": J, "h": h}
+
+        def body(i, words):
+            key = jax.random.fold_in(jax.random.wrap_key_data(key_data), i)
+            return sweep(key, words, params, beta)[0]
+
+        words = jax.lax.fori_loop(0, num_sweeps, body, words)
+        return unpack(words, spins.shape[0], domain, spins.dtype)
+
+    @jax.custom_batching.custom_vmap
+    def step(key_data, spins, J, h, beta):
+        return packed(key_data, spins[None], J, h, beta)[0]
+
+    @step.def_vmap
+    def _batched(axis_size, in_batched, key_data, spins, J, h, beta):
+        key_batched, spins_batched, *target_batched = in_batched
+        if any(target_batched):  # one table per word: chains with different targets run one by one
+            args = [
+                x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+                for x, b in zip((key_data, spins, J, h, beta), in_batched)
+            ]
+            return jax.lax.map(lambda a: step(*a), tuple(args)), True
+        if key_batched:  # one key for the packed words, made from every chain's key
+            key_data = jax.lax.reduce(key_data, jnp.uint32(0), jax.lax.bitwise_xor, (0,))
+        if not spins_batched:
+            spins = jnp.broadcast_to(spins, (axis_size,) + spins.shape)
+        return packed(key_data, spins, J, h, beta), True
+
+    def chain_step(rng_key, spins, J, h, beta):
+        k1, k2 = key_pair(rng_key)
+        key_data = jnp.stack([k1, k2])
+        return step(
+            key_data, spins, jnp.asarray(J, jnp.float32), jnp.asarray(h, jnp.float32), jnp.asarray(beta, jnp.float32)
+        )
+
+    return chain_step

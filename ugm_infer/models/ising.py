@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer.kernels.pairwise import CouplingLogDensity
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (
     check_edges,
@@ -141,6 +142,20 @@ class Ising(EnergyModel):
         else:
             spec = (("w", (len(self.edges),), "normal"), ("h", (n,), "normal"))
         return random_params(rng_key, (std, field_scale), spec, jnp.dtype(dtype))
+
+    def logdensity_fn(self, params: Any, beta: Any = 1.0):
+        """``s -> -beta E(params, s)``; with dense couplings it also gives ``beta W`` (incremental Gibbs).
+
+        Dense models return a :class:`~ugm_infer.kernels.pairwise.CouplingLogDensity`
+        whose couplings ``{"s": beta * W}`` (symmetrised, zero diagonal) let the block
+        Gibbs kernel update single sites from incrementally maintained local fields
+        (:mod:`ugm_infer.kernels.pairwise`): one gradient per sweep instead of one per
+        site.  Edge-list models return the plain log-density.
+        """
+        fn = super().logdensity_fn(params, beta)
+        if self.edges is not None:
+            return fn
+        return CouplingLogDensity(fn, lambda: {"s": beta * symmetric_offdiagonal(jnp.asarray(params["W"]))})
 
     def dense_couplings(self, params: Any) -> jax.Array:
         """The ``(n, n)`` symmetric coupling matrix ``W`` of either parametrisation."""

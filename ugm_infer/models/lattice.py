@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.kernels._updates import SiteLogitsLogDensity
+from ugm_infer.kernels.checkerboard import LatticeLogDensity
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import check_int, check_params, compute_dtype, spin_or_binary
 
@@ -163,14 +163,16 @@ class LatticeIsing(EnergyModel):
         x = jnp.asarray(s).astype(compute_dtype(J))
         return J * self._neighbour_sum(x) + h
 
-    def logdensity_fn(self, params: Any, beta: Any = 1.0) -> SiteLogitsLogDensity:
-        """``s -> -beta E(params, s)``, carrying the closed-form conditionals for Gibbs sweeps.
+    def logdensity_fn(self, params: Any, beta: Any = 1.0) -> LatticeLogDensity:
+        """``s -> -beta E(params, s)``, carrying ``J``, ``h``, ``beta`` and the closed-form conditionals.
 
-        The returned :class:`~ugm_infer.kernels._updates.SiteLogitsLogDensity` evaluates
-        like any log-density; its ``site_logits`` are the exact conditional log-odds
+        The returned :class:`~ugm_infer.kernels.checkerboard.LatticeLogDensity`
+        evaluates like any log-density.  On a lattice with even height and width the
+        block Gibbs kernel runs the four-sub-lattice sweep of
+        :mod:`ugm_infer.kernels.checkerboard` from its ``J``, ``h`` and ``beta``;
+        otherwise it uses its ``site_logits``, the exact conditional log-odds
         ``2 beta (J nb_i + h)`` (spins) or ``beta (J nb_i + h)`` (binary), with ``nb_i``
-        the sum of the neighbours, which the block Gibbs kernel uses instead of a
-        gradient at a masked midpoint state (no masking before the neighbour sum).
+        the sum of the neighbours (no gradient, no masking).
         """
         fn = super().logdensity_fn(params, beta)
         scale = 2.0 if self.domain == "spin" else 1.0
@@ -180,7 +182,8 @@ class LatticeIsing(EnergyModel):
             x = jnp.asarray(position["s"]).astype(compute_dtype(J))
             return {"s": (scale * beta) * (J * self._neighbour_sum(x) + h)}
 
-        return SiteLogitsLogDensity(fn, site_logits)
+        structure = (self.height, self.width, self.periodic, self.domain)
+        return LatticeLogDensity(fn, site_logits, params["J"], params["h"], beta, structure)
 
     def edges(self) -> np.ndarray:
         """The bonds as an edge list (:func:`lattice_edges`), for :func:`~ugm_infer.models.ising`."""

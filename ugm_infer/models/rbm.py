@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.domains import Binary
+from ugm_infer.kernels.pairwise import CouplingLogDensity
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (
     check_edges,
@@ -288,6 +289,20 @@ class SemiRBM(RBM):
         if self.edges is None:
             check_symmetric(self.name, "L", params["L"], (1, 0), "L[i, j] == L[j, i]")
             check_zero_diagonal(self.name, "L", params["L"], "no visible self-couplings")
+
+    def logdensity_fn(self, params: Any, beta: Any = 1.0):
+        """``x -> -beta E(params, x)``; with dense ``L`` it also gives ``beta L`` (incremental Gibbs).
+
+        With dense lateral couplings the visibles are single-site blocks; the returned
+        :class:`~ugm_infer.kernels.pairwise.CouplingLogDensity` gives their couplings
+        ``{"v": beta * L}`` (symmetrised, zero diagonal), so the block Gibbs kernel
+        updates them one by one from incrementally maintained fields
+        (:mod:`ugm_infer.kernels.pairwise`) instead of one gradient per visible unit.
+        """
+        fn = super().logdensity_fn(params, beta)
+        if self.edges is not None:
+            return fn
+        return CouplingLogDensity(fn, lambda: {"v": beta * symmetric_offdiagonal(jnp.asarray(params["L"]))})
 
     def visible_probs(self, params: Any, h: jax.Array) -> jax.Array:
         """Not available: the visibles are coupled given ``h`` (use the Gibbs kernel)."""

@@ -1,0 +1,200 @@
+"""Lattice Ising sweeps through ``ui.sample``, against the best hand-written plain-JAX sweeps.
+
+For periodic ``L x L`` lattices (``J = 0.44``, ``h = 0``) with ``L`` in 64 ... 1024 and
+1, 32 and 256 chains, three contenders each run ``num_sweeps`` block-Gibbs sweeps of
+all chains in one call, timed alternately, repeat after repeat, in one process:
+
+``ugm_infer``
+    what a user calls: ``ui.sample(key, ui.kernels.gibbs(model, params), x0,
+    num_sweeps, keep_states=False)`` with ``model = ui.models.lattice_ising(L, L)``
+    (float32 states) and the default trace (the kernel's info, the number of changed
+    sites, recorded at every sweep for every chain).  ``ui.sample`` is called
+    afresh for every repeat (its compiled run is reused).
+``hand_packed``
+    the fastest plain-JAX sweep found (``benchmarks/handwritten.py``): colours stored
+    as packed ``uint16`` pairs, a fused Threefry hash per pair, integer thresholds.
+``hand_subl``
+    four int8 sub-lattices, one ``jax.random.uniform`` per updated site, chains in
+    groups of 4 processed with ``lax.map`` (``benchmarks/handwritten.py``).
+
+Reported per case: nanoseconds per spin update (median), spin updates per second,
+the paired ratio ``t_hand / t_ugm`` against the faster hand-written sweep (median of
+the per-repeat ratios; above 1 means ugm_infer is faster), and the first-call
+latency (trace + compile + one run) of each contender.  Compilation is excluded from
+the timed repeats.  The machine's load average is recorded before and after.
+
+Run::
+
+    python benchmarks/bench_lattice.py                 # all 15 cases (~10 min on 2 idle cores)
+    python benchmarks/bench_lattice.py --quick         # two small cases, a few seconds
+    python benchmarks/bench_lattice.py --sizes 128 512 --chains 32
+
+Prints a markdown table and writes ``benchmarks/results/bench_lattice.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import handwritten  # noqa: E402
+from bench_sweeps import machine_info  # noqa: E402
+
+import ugm_infer as ui  # noqa: E402
+
+J, H = 0.44, 0.0
+
+
+def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
+    """``{name: (run(key) -> result, first_call_seconds)}`` for one case."""
+    model = ui.models.lattice_ising(size, size)
+    params = model.init_params(J=J, h=H)
+    x0 = model.random_state(jax.random.key(1), chains)
+    out = {}
+    if "ugm_infer" in which:
+        t0 = time.perf_counter()
+        algorithm = ui.kernels.gibbs(model, params)
+
+        def ugm(key):
+            return ui.sample(key, algorithm, x0, num_sweeps, keep_states=False)
+
+        jax.block_until_ready(ugm(jax.random.key(0)))
+        out["ugm_infer"] = (ugm, time.perf_counter() - t0)
+    if "hand_packed" in which:
+        t0 = time.perf_counter()
+        packed = handwritten.packed_from_spins(x0["s"])
+        run_packed = handwritten.packed_sweep(J, H, num_sweeps)
+        jax.block_until_ready(run_packed(jax.random.key(0), packed))
+        out["hand_packed"] = (lambda key: run_packed(key, packed), time.perf_counter() - t0)
+    if "hand_subl" in which:
+        t0 = time.perf_counter()
+        subl = handwritten.subl_from_spins(x0["s"])
+        run_subl = handwritten.subl_uniform_sweep(J, H, num_sweeps)
+        jax.block_until_ready(run_subl(jax.random.key(0), subl))
+        out["hand_subl"] = (lambda key: run_subl(key, subl), time.perf_counter() - t0)
+    return out
+
+
+def time_case(size: int, chains: int, target_s: float, repeats: int, which: tuple[str, ...], rate: float) -> dict:
+    spins = size * size * chains
+    num_sweeps = int(max(1, min(2000, round(target_s * rate / spins))))
+    runs = contenders(size, chains, num_sweeps, which)
+    times = {name: [] for name in runs}
+    for r in range(repeats):
+        for name, (run, _) in runs.items():
+            key = jax.random.key(r + 1)
+            t0 = time.perf_counter()
+            jax.block_until_ready(run(key))
+            times[name].append(time.perf_counter() - t0)
+    updates = spins * num_sweeps
+    row = {"size": size, "chains": chains, "num_sweeps": num_sweeps}
+    for name, t in times.items():
+        t = np.asarray(t)
+        row[name] = {
+            "times_s": t.tolist(),
+            "ns_per_spin_update_median": float(np.median(t) / updates * 1e9),
+            "spin_updates_per_s_median": float(updates / np.median(t)),
+            "first_call_s": runs[name][1],
+        }
+    hands = [n for n in ("hand_packed", "hand_subl") if n in times]
+    if "ugm_infer" in times and hands:
+        u = np.asarray(times["ugm_infer"])
+        best = np.min(np.stack([np.asarray(times[n]) for n in hands]), axis=0)  # per repeat, the faster hand sweep
+        paired = best / u
+        row["ratio_best_hand_over_ugm"] = {
+            "median": float(np.median(paired)),
+            "min": float(paired.min()),
+            "max": float(paired.max()),
+        }
+        for n in hands:
+            row[f"ratio_{n}_over_ugm_median"] = float(np.median(np.asarray(times[n]) / u))
+        row["first_call_ratio_ugm_over_hand_packed"] = (
+            runs["ugm_infer"][1] / runs["hand_packed"][1] if "hand_packed" in runs else None
+        )
+    return row
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="two small cases, few repeats (a smoke test)")
+    parser.add_argument("--sizes", type=int, nargs="*", default=None)
+    parser.add_argument("--chains", type=int, nargs="*", default=None)
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--target", type=float, default=None, help="approximate seconds per timed call")
+    parser.add_argument("--rate", type=float, default=3e8, help="rough spin updates / s, only to size the calls")
+    parser.add_argument("--only", nargs="*", default=None, help="contenders to run (default: all three)")
+    parser.add_argument("--out", default="benchmarks/results/bench_lattice.json")
+    args = parser.parse_args(argv)
+    sizes = args.sizes or ([16, 32] if args.quick else [64, 128, 256, 512, 1024])
+    chain_counts = args.chains or ([1, 8] if args.quick else [1, 32, 256])
+    repeats = args.repeats or (2 if args.quick else 5)
+    target = args.target or (0.01 if args.quick else 0.3)
+    which = tuple(args.only or ("ugm_infer", "hand_packed", "hand_subl"))
+    load_before = os.getloadavg()
+    rows = []
+    for size in sizes:
+        for chains in chain_counts:
+            row = time_case(size, chains, target, repeats, which, args.rate)
+            rows.append(row)
+            ratio = row.get("ratio_best_hand_over_ugm", {}).get("median", float("nan"))
+            print(
+                f"L={size:5d} chains={chains:4d} sweeps={row['num_sweeps']:4d}: "
+                + ", ".join(f"{n} {row[n]['ns_per_spin_update_median']:.2f} ns" for n in which if n in row)
+                + f"; best hand / ugm {ratio:.3f}",
+                flush=True,
+            )
+    load_after = os.getloadavg()
+
+    print()
+    print(
+        "| L | chains | sweeps / call | ugm_infer ns / spin update | hand packed ns | hand sub-lattice ns "
+        "| **best hand / ugm** (paired median, min-max) | first call ugm / hand packed (s) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+
+        def ns(name):
+            return f"{row[name]['ns_per_spin_update_median']:.2f}" if name in row else "-"
+
+        r = row.get("ratio_best_hand_over_ugm")
+        ratio = f"**{r['median']:.3f}** ({r['min']:.2f}-{r['max']:.2f})" if r else "-"
+        first = (
+            f"{row['ugm_infer']['first_call_s']:.2f} / {row['hand_packed']['first_call_s']:.2f}"
+            if "ugm_infer" in row and "hand_packed" in row
+            else "-"
+        )
+        print(
+            f"| {row['size']} | {row['chains']} | {row['num_sweeps']} | {ns('ugm_infer')} | {ns('hand_packed')} | "
+            f"{ns('hand_subl')} | {ratio} | {first} |"
+        )
+    if "ugm_infer" in which:
+        for chains in chain_counts:
+            per = [r["ugm_infer"]["ns_per_spin_update_median"] for r in rows if r["chains"] == chains]
+            if len(per) > 1:
+                print(f"\nugm_infer, {chains} chains: ns per spin update max / min over sizes = {max(per) / min(per):.2f}")
+    print(f"\nload average before {load_before}, after {load_after}")
+    result = {
+        "machine": machine_info(),
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "repeats": repeats,
+        "quick": args.quick,
+        "J": J,
+        "h": H,
+        "rows": rows,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""The four-sub-lattice checkerboard sweep (``ugm_infer.kernels.checkerboard``) and user lattice energies.
+
+The block Gibbs kernel runs the sweep when it gets a ``LatticeLogDensity`` (what
+``lattice_ising(...).logdensity_fn`` returns for even sizes, and what the kernels make
+of a user energy recognised as a uniform lattice energy).  Checked here:
+
+* the fused hash equals ``jax.random``'s Threefry primitive; packing round-trips;
+* the kernel's draws against brute-force enumeration (chi-square at alpha = 1e-6 with
+  fixed seeds, ``stat_utils``): the full joint on open 2x4 lattices (spin and binary,
+  int8 and float32 storage), the joint of (energy, magnetisation) on a 4x4 torus (also
+  with the colours in reverse order and tempered), and power against the wrong beta;
+* the fast path against the path it replaces (the generic block sweep given the same
+  density as a plain function): a two-sample chi-square on the 4x4 torus;
+* user energies: recognised (periodic ``jnp.roll`` energy, open slicing energy) or not
+  (a per-site field, an odd size), and sampled exactly through ``ui.kernels.gibbs``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import all_states, brute_force, run_chains
+from scipy import stats
+from stat_utils import assert_distribution_differs, assert_distribution_matches, state_index
+
+import ugm_infer as ui
+from ugm_infer.kernels import checkerboard
+from ugm_infer.kernels._common import temper
+from ugm_infer.kernels.lattice_form import lattice_form
+
+gibbs_module = importlib.import_module("ugm_infer.kernels.gibbs")
+CHAINS, SWEEPS = 20000, 30
+
+
+def test_threefry_matches_jax_primitive():
+    from jax.extend.random import threefry2x32_p
+
+    x1 = jnp.arange(50, dtype=jnp.uint32) * jnp.uint32(2654435761)
+    x2 = jnp.arange(50, dtype=jnp.uint32)
+    for k1, k2 in ((0, 0), (123, 4567), (0xFFFFFFFF, 17)):
+        k1, k2 = jnp.uint32(k1), jnp.uint32(k2)
+        ours = checkerboard.threefry2x32(k1, k2, x1, x2)
+        theirs = threefry2x32_p.bind(k1, k2, x1, x2)
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        np.testing.assert_array_equal(ours[1], theirs[1])
+
+
+@pytest.mark.parametrize("domain,dtype", [("spin", "float32"), ("binary", "int8")])
+def test_pack_unpack_roundtrip(domain, dtype):
+    layout = checkerboard.LatticeLayout(6, 4, True, domain, dtype)
+    rng = np.random.default_rng(0)
+    values = [-1, 1] if domain == "spin" else [0, 1]
+    x = jnp.asarray(rng.choice(values, (3, 6, 4)), dtype)
+    even, odd = layout.pack(x)
+    assert even.shape == odd.shape == (3, 3, 2) and even.dtype == jnp.uint16
+    back = layout.unpack(even, odd)
+    assert back.dtype == jnp.dtype(dtype)
+    np.testing.assert_array_equal(back, x)
+    y = x.at[1, 0, 0].set(values[0] if x[1, 0, 0] == values[1] else values[1]).at[2].set(x[2])
+    np.testing.assert_array_equal(checkerboard.count_changed((even, odd), layout.pack(y)), [0, 1, 0])
+
+
+def test_states_and_densities_stay_on_the_lattice_path():
+    model = ui.models.lattice_ising(4, 6)
+    ld = model.logdensity_fn(model.init_params(J=0.5))
+    assert isinstance(ld, checkerboard.LatticeLogDensity)
+    state = gibbs_module.init(model.random_state(jax.random.key(0)), ld)
+    assert isinstance(state, checkerboard.LatticeGibbsState)
+    assert state.position["s"].shape == (4, 6) and state.position["s"].dtype == jnp.float32
+    hot = temper(ld, 0.5)  # parallel tempering / tempered transitions
+    assert isinstance(hot, checkerboard.LatticeLogDensity) and float(hot.beta) == 0.5
+    assert isinstance(gibbs_module.init(model.random_state(jax.random.key(0)), hot), checkerboard.LatticeGibbsState)
+    # a plain function is not the lattice density: the generic state
+    assert isinstance(gibbs_module.init(state.position, lambda x: ld(x)), gibbs_module.GibbsState)
+    # odd sizes keep the site-logits path
+    odd = ui.models.lattice_ising(5, 3)
+    assert odd.logdensity_fn(odd.init_params()).layout("float32") is None
+
+
+def _energy_magnetisation_cells(model, params, beta, name="s"):
+    """Exact distribution of (energy, magnetisation) and a function giving each draw's cell."""
+    states = all_states(model)
+    x = np.asarray(states[name], np.float64).reshape(len(states[name]), -1)
+    energies = np.asarray(jax.vmap(lambda s: model.energy(params, {name: s}))(states[name]), np.float64)
+    keys = np.round(energies * 1000).astype(np.int64) * 1000 + x.sum(1).astype(np.int64)
+    cells, inverse = np.unique(keys, return_inverse=True)
+    probs = np.bincount(inverse, weights=brute_force(model, params, beta), minlength=len(cells))
+
+    def cell(draws):
+        d = np.asarray(draws[name], np.float64).reshape(len(draws[name]), -1)
+        e = np.asarray(jax.vmap(lambda s: model.energy(params, {name: s}))(draws[name]), np.float64)
+        k = np.round(e * 1000).astype(np.int64) * 1000 + d.sum(1).astype(np.int64)
+        idx = np.searchsorted(cells, k)
+        assert np.all(cells[np.minimum(idx, len(cells) - 1)] == k), "a draw outside the enumerated cells"
+        return idx
+
+    return probs, cell
+
+
+def _draws(model, logdensity_fn, seed, reverse=False, chains=CHAINS):
+    kernel = gibbs_module.build_kernel(model, "block", reverse=reverse)
+    start = model.random_state(jax.random.key(seed + 100), chains)
+    return run_chains(kernel, gibbs_module.init, logdensity_fn, start, jax.random.key(seed), SWEEPS)
+
+
+@pytest.mark.parametrize(
+    "domain,dtype,J,h", [("spin", jnp.int8, 0.6, -0.3), ("binary", jnp.float32, 1.1, -0.7), ("spin", jnp.float32, -0.8, 0.2)]
+)
+def test_open_lattice_matches_enumeration(domain, dtype, J, h):
+    model = ui.models.lattice_ising(2, 4, periodic=False, domain=domain, dtype=dtype)
+    params = model.init_params(J=J, h=h)
+    ld = model.logdensity_fn(params, 0.9)
+    assert ld.layout(jnp.dtype(dtype)) is not None
+    x = _draws(model, ld, 1)
+    assert x["s"].dtype == jnp.dtype(dtype)
+    assert_distribution_matches(state_index(x, model), brute_force(model, params, 0.9), label=f"2x4 open {domain}")
+
+
+@pytest.mark.parametrize("reverse,temper_by", [(False, 1.0), (True, 1.0), (False, 0.5)])
+def test_torus_matches_enumeration(reverse, temper_by):
+    model = ui.models.lattice_ising(4, 4)
+    params = model.init_params(J=0.35, h=0.15)
+    ld = temper(model.logdensity_fn(params, 0.8), temper_by)
+    probs, cell = _energy_magnetisation_cells(model, params, 0.8 * temper_by)
+    idx = cell(_draws(model, ld, 2, reverse=reverse))
+    assert_distribution_matches(idx, probs, label=f"4x4 torus, reverse={reverse}, tempered x{temper_by}")
+    if temper_by == 1.0 and not reverse:  # power: the same draws reject the target with beta ignored
+        wrong, _ = _energy_magnetisation_cells(model, params, 0.2)
+        assert_distribution_differs(idx, wrong, label="beta ignored")
+
+
+def _assert_same_distribution(a: np.ndarray, b: np.ndarray, alpha: float = 1e-6) -> None:
+    """Two-sample chi-square (homogeneity) test; cells with fewer than 10 draws in all are pooled."""
+    n = max(a.max(), b.max()) + 1
+    ca, cb = np.bincount(a, minlength=n), np.bincount(b, minlength=n)
+    big = (ca + cb) >= 10
+    table = np.stack([np.append(ca[big], ca[~big].sum()), np.append(cb[big], cb[~big].sum())])
+    table = table[:, table.sum(0) > 0]
+    stat, _, dof, _ = stats.chi2_contingency(table, correction=False)
+    assert stat <= stats.chi2.ppf(1 - alpha, dof), f"two-sample chi-square {stat:.1f} (dof {dof})"
+
+
+def test_fast_path_agrees_with_the_generic_path():
+    model = ui.models.lattice_ising(4, 4)
+    params = model.init_params(J=0.3, h=-0.1)
+    ld = model.logdensity_fn(params)
+    plain = lambda x: ld(x)  # noqa: E731 - the same density, not recognisable: the generic block sweep
+    probs, cell = _energy_magnetisation_cells(model, params, 1.0)
+    fast = cell(_draws(model, ld, 3))
+    generic = cell(_draws(model, plain, 4))
+    _assert_same_distribution(fast, generic)
+    assert_distribution_matches(generic, probs, label="generic path")
+
+
+def _roll_energy(params, state):
+    s = state["x"]
+    return -params["J"] * jnp.sum(s * jnp.roll(s, 1, 0) + s * jnp.roll(s, 1, 1)) - params["h"] * jnp.sum(s) + 3.0
+
+
+def _open_energy(params, state):
+    s = state["x"]
+    pair = jnp.sum(s[1:] * s[:-1]) + jnp.sum(s[:, 1:] * s[:, :-1])
+    return -params["J"] * pair - params["h"] * jnp.sum(s)
+
+
+def _site_field_energy(params, state):
+    s = state["x"]
+    return -params["J"] * jnp.sum(s * jnp.roll(s, 1, 0) + s * jnp.roll(s, 1, 1)) - jnp.sum(params["h"] * s)
+
+
+def test_user_lattice_energies_are_recognised_or_not():
+    scalars = {"J": jnp.float32(0.4), "h": jnp.float32(0.1)}
+    assert lattice_form(ui.EnergyModel(_roll_energy, {"x": ui.Spin((4, 6))}), scalars) == (4, 6, True, "spin")
+    assert lattice_form(ui.EnergyModel(_open_energy, {"x": ui.Binary((2, 4))}), scalars) == (2, 4, False, "binary")
+    # a per-site field (uniform at the given values) is not a uniform lattice energy
+    field = {"J": jnp.float32(0.4), "h": jnp.zeros((4, 6))}
+    assert lattice_form(ui.EnergyModel(_site_field_energy, {"x": ui.Spin((4, 6))}), field) is None
+    # odd sizes (three colours) and non-lattice variables are left to the generic path
+    assert lattice_form(ui.EnergyModel(_roll_energy, {"x": ui.Spin((5, 6))}), scalars) is None
+    assert lattice_form(ui.EnergyModel(lambda p, s: -p["J"] * jnp.sum(s["x"]), {"x": ui.Spin((8,))}), scalars) is None
+
+
+@pytest.mark.parametrize("energy,domain,shape", [(_roll_energy, ui.Spin, (4, 4)), (_open_energy, ui.Binary, (2, 4))])
+def test_user_lattice_energy_samples_exactly(energy, domain, shape):
+    model = ui.EnergyModel(energy, {"x": domain(shape)})
+    params = {"J": jnp.float32(0.3), "h": jnp.float32(-0.2)}  # weak enough to mix in 30 sweeps from random starts
+    algorithm = ui.kernels.gibbs(model, params)
+    state = algorithm.init(model.random_state(jax.random.key(0)))
+    assert isinstance(state, checkerboard.LatticeGibbsState)  # the four-sub-lattice sweep
+    run = ui.sample(jax.random.key(5), algorithm, model.random_state(jax.random.key(6), CHAINS), 1, num_warmup=SWEEPS)
+    draws = {"x": run.states["x"][:, 0]}
+    if shape == (4, 4):
+        probs, cell = _energy_magnetisation_cells(model, params, 1.0, name="x")
+        assert_distribution_matches(cell(draws), probs, label="user roll energy, 4x4 torus")
+    else:
+        assert_distribution_matches(state_index(draws, model), brute_force(model, params), label="user open energy")

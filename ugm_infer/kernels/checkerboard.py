@@ -1,0 +1,368 @@
+r"""Four-sub-lattice checkerboard heat bath for the uniform 2D lattice Ising model.
+
+The block-Gibbs sweep of :func:`~ugm_infer.models.lattice_ising` (even height and
+width), written so that each colour does work only for the sites it updates.
+
+Layout
+    A lattice of height ``H = 2h`` and width ``W = 2w`` splits into four sub-lattices
+    ``A = (2i, 2j)``, ``B = (2i, 2j+1)``, ``C = (2i+1, 2j)``, ``D = (2i+1, 2j+1)``, each
+    ``(h, w)``.  The checkerboard colours are ``{A, D}`` (``r + c`` even) and ``{B, C}``.
+    One chain is stored as two ``(h, w)`` arrays of ``uint16`` words, one per colour:
+    ``even[i, j]`` holds ``A(i, j)`` in bit 0 and ``D(i, j)`` in bit 8, ``odd[i, j]``
+    holds ``B(i, j)`` in bit 0 and ``C(i, j)`` in bit 8 (a set bit is +1 for spins, 1 for
+    binary sites); two bytes per pair of sites.
+Neighbours
+    The colour being updated reads the other colour's words at ``(i, j)`` (two
+    neighbours of each of its sites at once) and at one horizontal and one vertical
+    offset: for the low site ``Q[i, j + s]`` and ``Q[i - 1, j]``, for the high site
+    ``Q[i, j - s]`` and ``Q[i + 1, j]``, with ``s = -1`` for colour 0 and ``+1`` for
+    colour 1 (offsets wrap around on a torus; on an open lattice a missing neighbour is
+    absent).  A shifted read is a padded slice with the wrapped edge selected in, so
+    XLA fuses it into the update.  The number of up neighbours ``n`` decides the
+    conditional.
+Heat bath
+    With ``d`` neighbours, ``p(up | rest) = sigmoid(2 beta (J (2n - d) + h))`` for spins
+    and ``sigmoid(beta (J n + h))`` for binary sites: at most nine values, turned once
+    per call into 32-bit fixed-point thresholds ``T = round(2^32 p)``
+    (:func:`probability_thresholds`); a site goes up when a uniform 32-bit integer
+    ``U < T``, so ``P(up) = T / 2^32``, within ``2^-33`` of ``p`` (finer than a float32
+    uniform).  No exponential, no float uniform per site.
+Random numbers
+    One Threefry-2x32 evaluation (Salmon et al. 2011; the hash behind
+    ``jax.random``'s default keys, :func:`threefry2x32`) per pair of sites: its two
+    output words decide the low and the high site of a word.  The key is the chain's
+    key; the counter is ``(c, i w + j)`` with ``c = 2 * sweep + colour`` the half-sweep
+    index, so every draw of a call has its own counter and chains are independent
+    (a chain's draws depend only on its own key, whatever else is in the batch).
+    The hash is written with ``jax.numpy`` so that XLA fuses it with the neighbour
+    count and the comparison into one loop per colour.
+Program structure
+    A call runs ``2 * num_sweeps`` half-sweeps in a ``lax.fori_loop`` whose body
+    updates one colour inside a ``lax.cond`` on the half-sweep's parity.  The loop and
+    the branches are boundaries XLA does not fuse across, so each colour's words are
+    written once and read by the next colour, whatever the caller does with the
+    result (without them XLA may inline an update into a consumer that reads each
+    word several times, repeating the hash).
+
+Exact: each half-sweep draws every site of a colour from its full conditional given
+the other colour (the sites of a colour do not interact), the same transition as the
+block-Gibbs kernel's generic path.
+
+References
+----------
+Salmon, J. K., Moraes, M. A., Dror, R. O. and Shaw, D. E. (2011). Parallel random
+numbers: as easy as 1, 2, 3. SC '11.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ugm_infer.kernels._updates import SiteLogitsLogDensity
+
+__all__ = [
+    "LatticeLayout",
+    "LatticeLogDensity",
+    "LatticeGibbsState",
+    "threefry2x32",
+    "key_pair",
+    "uniform",
+    "probability_thresholds",
+    "build_sweep",
+    "state_type",
+    "count_changed",
+]
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_LOW, _HIGH = 0, 8  # bit of the low / high site of a word (code relies on _LOW == 0)
+
+
+def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The Threefry-2x32 hash (20 rounds) of counters ``(x1, x2)`` under key ``(k1, k2)``, elementwise.
+
+    Bit-identical to ``jax.extend.random.threefry2x32_p``; all arguments ``uint32``
+    and broadcastable.  Written as plain array operations (the CPU lowering of the
+    primitive is a loop over whole arrays, which XLA cannot fuse with its consumers).
+    """
+    ks = (k1, k2, k1 ^ k2 ^ jnp.uint32(0x1BD11BDA))
+    a, b = x1 + ks[0], x2 + ks[1]
+    for block in range(5):
+        for r in _ROTATIONS[block % 2]:
+            a = a + b
+            b = ((b << jnp.uint32(r)) | (b >> jnp.uint32(32 - r))) ^ a
+        a = a + ks[(block + 1) % 3]
+        b = b + ks[(block + 2) % 3] + jnp.uint32(block + 1)
+    return a, b
+
+
+def key_pair(rng_key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Two ``uint32`` words from one PRNG key (its data for Threefry keys, else two random words)."""
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        if str(jax.random.key_impl(rng_key)) == "threefry2x32":
+            data = jax.random.key_data(rng_key)
+        else:
+            data = jax.random.bits(rng_key, (2,), jnp.uint32)
+    else:  # a raw uint32[2] key (jax.random.PRNGKey)
+        data = jnp.asarray(rng_key, jnp.uint32)
+    return data[..., 0], data[..., 1]
+
+
+def uniform(rng_key: jax.Array, shape: tuple, stream: int = 0) -> jax.Array:
+    """float32 uniforms on ``[0, 1)`` (24 random bits each) from the fused hash, one key per call.
+
+    The same numbers for the same key and ``stream``; different streams are independent.
+    Unlike ``jax.random.uniform`` on CPU (a loop over whole arrays), the hash fuses with
+    its consumer, which matters when a kernel draws a few numbers per site many times.
+    """
+    k1, k2 = key_pair(rng_key)
+    size = int(np.prod(shape, dtype=np.int64))
+    half = -(-size // 2)
+    a, b = threefry2x32(k1, k2, jnp.uint32(stream), jax.lax.iota(jnp.uint32, half))
+    bits = jnp.concatenate([a, b])[:size].reshape(shape)
+    return (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+
+
+def probability_thresholds(p: jax.Array) -> jax.Array:
+    """``round(p 2^32)`` as ``uint32`` (``2^32 - 1`` for ``p >= 1``), exact for a float32 ``p``.
+
+    A uniform 32-bit integer ``U`` satisfies ``P(U < T) = T / 2^32``.  The product is
+    split into two 16-bit halves so no float32 rounding enters.
+    """
+    p = jnp.asarray(p, jnp.float32)
+    scaled = p * 65536.0
+    hi = jnp.floor(scaled)
+    lo = jnp.round((scaled - hi) * 65536.0)
+    t = hi.astype(jnp.uint32) * jnp.uint32(65536) + jnp.minimum(lo, 65535.0).astype(jnp.uint32)
+    return jnp.where(p >= 1.0, jnp.uint32(0xFFFFFFFF), t)
+
+
+class LatticeLayout(NamedTuple):
+    """Static description of a lattice the four-sub-lattice sweep applies to (hashable)."""
+
+    height: int
+    width: int
+    periodic: bool
+    domain: str  # "spin" or "binary"
+    dtype: str  # the position dtype, e.g. "float32"
+    name: str = "s"
+
+    @property
+    def spin(self) -> bool:
+        return self.domain == "spin"
+
+    @property
+    def num_thresholds(self) -> int:
+        """9 for spins on an open lattice (index ``2n - d + 4``), else 5 (index ``n``)."""
+        return 9 if (self.spin and not self.periodic) else 5
+
+    def thresholds(self, J: Any, h: Any, beta: Any) -> jax.Array:
+        """The fixed-point heat-bath thresholds indexed as in :attr:`num_thresholds`."""
+        J, h, beta = (jnp.asarray(v, jnp.float32) for v in (J, h, beta))
+        if not self.spin:
+            logit = beta * (J * jnp.arange(5, dtype=jnp.float32) + h)
+        elif self.periodic:
+            logit = 2.0 * beta * (J * (2.0 * jnp.arange(5, dtype=jnp.float32) - 4.0) + h)
+        else:
+            logit = 2.0 * beta * (J * (jnp.arange(9, dtype=jnp.float32) - 4.0) + h)
+        return probability_thresholds(jax.nn.sigmoid(logit))
+
+    def pack(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(..., H, W)`` states -> the two colours' ``(..., H/2, W/2)`` uint16 words (module docstring)."""
+        up = jnp.asarray(x) > 0
+        a, b = up[..., 0::2, 0::2], up[..., 0::2, 1::2]
+        c, d = up[..., 1::2, 0::2], up[..., 1::2, 1::2]
+
+        def word(low, high):
+            return low.astype(jnp.uint16) | (high.astype(jnp.uint16) << _HIGH)  # _LOW == 0
+
+        return word(a, d), word(b, c)
+
+    def unpack(self, even: jax.Array, odd: jax.Array) -> jax.Array:
+        """Inverse of :meth:`pack`: ``(..., H, W)`` in the layout's dtype and domain."""
+        even, odd = jnp.asarray(even), jnp.asarray(odd)
+        a, d = even & 1, (even >> _HIGH) & 1  # _LOW == 0: no shift (a shift by 0 can defeat vectorisation)
+        b, c = odd & 1, (odd >> _HIGH) & 1
+        # rows 2i hold a, b alternately and rows 2i + 1 hold c, d: (..., h, 2, w, 2) -> (..., H, W)
+        grid = jnp.stack([jnp.stack([a, b], axis=-1), jnp.stack([c, d], axis=-1)], axis=-3)
+        x = grid.reshape(grid.shape[:-4] + (self.height, self.width))
+        if self.spin:
+            return (2 * x.astype(jnp.int8) - 1).astype(self.dtype)
+        return x.astype(self.dtype)
+
+
+def _shifted(q: jax.Array, offset: int, axis: int, periodic: bool) -> jax.Array:
+    """``q[..., k + offset, ...]`` along ``axis`` (``offset`` = +-1): wrapped around, or 0 past the edge.
+
+    Written as a padded slice with the wrapped edge selected in (not ``jnp.roll``,
+    whose concatenation XLA materialises), so it fuses into the consumer.
+    """
+    axis = axis % q.ndim
+    n = q.shape[axis]
+    widths = [(0, 0)] * q.ndim
+    if offset == 1:
+        widths[axis] = (0, 1)
+        inner = jnp.pad(jax.lax.slice_in_dim(q, 1, n, axis=axis), widths)
+        edge, at = jax.lax.slice_in_dim(q, 0, 1, axis=axis), n - 1
+    else:
+        widths[axis] = (1, 0)
+        inner = jnp.pad(jax.lax.slice_in_dim(q, 0, n - 1, axis=axis), widths)
+        edge, at = jax.lax.slice_in_dim(q, n - 1, n, axis=axis), 0
+    if not periodic:
+        return inner
+    return jnp.where(jax.lax.broadcasted_iota(jnp.int32, q.shape, axis) == at, edge, inner)
+
+
+def _lookup(table: jax.Array, index: jax.Array) -> jax.Array:
+    """``table[index]`` as a chain of selects (fused elementwise; ``index`` in range)."""
+    out = jnp.broadcast_to(table[..., 0:1, None], index.shape)
+    for k in range(1, table.shape[-1]):
+        out = jnp.where(index >= k, table[..., k : k + 1, None], out)
+    return out
+
+
+def _update_colour(layout: LatticeLayout, q: jax.Array, colour: jax.Array, k1, k2, counter, table) -> jax.Array:
+    """New words of ``colour`` (0 or 1, may be traced) given the other colour's words ``q`` (one chain, ``(h, w)``)."""
+    h, w = q.shape
+    periodic = layout.periodic
+    even = colour == 0  # low site reads q[i, j - 1] and high site q[i, j + 1]; the reverse for colour 1
+
+    def low(x):
+        return (x & 1).astype(jnp.uint32)  # _LOW == 0 (a shift by 0 can defeat vectorisation)
+
+    def high(x):
+        return ((x >> _HIGH) & 1).astype(jnp.uint32)
+
+    left, right = _shifted(q, -1, 1, periodic), _shifted(q, 1, 1, periodic)
+    centre = low(q) + high(q)
+    n_low = centre + low(jnp.where(even, left, right)) + high(_shifted(q, -1, 0, periodic))
+    n_high = centre + high(jnp.where(even, right, left)) + low(_shifted(q, 1, 0, periodic))
+    if layout.num_thresholds == 9:  # open spins: index 2n - d + 4 with d neighbours present
+        row = jax.lax.broadcasted_iota(jnp.int32, (h, w), 0)
+        col = jax.lax.broadcasted_iota(jnp.int32, (h, w), 1)
+        has_left, has_right = (col >= 1).astype(jnp.uint32), (col + 1 < w).astype(jnp.uint32)
+        d_low = 2 + jnp.where(even, has_left, has_right) + (row >= 1).astype(jnp.uint32)
+        d_high = 2 + jnp.where(even, has_right, has_left) + (row + 1 < h).astype(jnp.uint32)
+        i_low, i_high = 2 * n_low + 4 - d_low, 2 * n_high + 4 - d_high
+    else:
+        i_low, i_high = n_low, n_high
+    site = jax.lax.broadcasted_iota(jnp.uint32, (h, w), 0) * jnp.uint32(w) + jax.lax.broadcasted_iota(jnp.uint32, (h, w), 1)
+    u_low, u_high = threefry2x32(k1, k2, jnp.broadcast_to(counter, (h, w)), site)
+    up_low = (u_low < _lookup(table, i_low)).astype(jnp.uint16)
+    up_high = (u_high < _lookup(table, i_high)).astype(jnp.uint16)
+    return up_low | (up_high << _HIGH)  # _LOW == 0
+
+
+def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = False):
+    """``sweep(rng_key, even, odd, table) -> (even, odd)``: ``num_sweeps`` checkerboard sweeps of one chain.
+
+    ``even``, ``odd`` are the colours' ``(h, w)`` uint16 words (:meth:`LatticeLayout.pack`),
+    ``table`` the thresholds of :meth:`LatticeLayout.thresholds`.  Colour 0 (``r + c``
+    even) is updated first, colour 1 first with ``reverse=True``.  Vectorise over
+    chains with ``jax.vmap``.
+    """
+    if layout.height % 2 or layout.width % 2:
+        raise ValueError(f"the four-sub-lattice sweep needs an even height and width, got {layout.height}x{layout.width}")
+    first = 1 if reverse else 0
+
+    def sweep(rng_key, even, odd, table):
+        k1, k2 = key_pair(rng_key)
+
+        def half(t, words):
+            # words = (the colour about to be replaced, the other colour); after the update
+            # the roles swap, so one body serves both colours
+            t = jnp.asarray(t, jnp.uint32)
+            colour = (t + first) % 2
+            stale, other = words
+            del stale
+            return other, _update_colour(layout, other, colour, k1, k2, t, table)
+
+        start = (even, odd) if first == 0 else (odd, even)
+        a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, start)
+        return (a, b) if first == 0 else (b, a)
+
+    return sweep
+
+
+def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """Number of sites that differ between two ``(even, odd)`` word pairs (int32; reduces the last two axes).
+
+    Two words are viewed as one ``uint32`` holding four site bits, one per byte, and
+    the bytes are summed over blocks of 128 without carries between them (SWAR), so
+    each element of the reduction counts four sites.
+    """
+    total = 0
+    for before, after in zip(old, new):
+        diff = (before ^ after) & jnp.uint16((1 << _LOW) | (1 << _HIGH))
+        lead = diff.shape[:-2]
+        flat = diff.reshape(lead + (-1,))
+        pad = (-flat.shape[-1]) % 256
+        if pad:
+            flat = jnp.concatenate([flat, jnp.zeros(lead + (pad,), flat.dtype)], axis=-1)
+        quads = jax.lax.bitcast_convert_type(flat.reshape(lead + (-1, 2)), jnp.uint32)
+        sums = jnp.sum(quads.reshape(lead + (-1, 128)), axis=-1)  # each byte <= 128: no carry
+        per_block = (sums & 0xFF) + ((sums >> 8) & 0xFF) + ((sums >> 16) & 0xFF) + (sums >> 24)
+        total = total + jnp.sum(per_block, axis=-1).astype(jnp.int32)
+    return total
+
+
+class LatticeGibbsState(NamedTuple):
+    """State of one block-Gibbs chain of a lattice Ising model in the four-sub-lattice layout.
+
+    even, odd
+        The two colours' ``(H/2, W/2)`` uint16 words (see the module docstring).
+    position
+        ``{"s": (H, W)}`` in the model's dtype, unpacked from the words when read.
+    """
+
+    even: jax.Array
+    odd: jax.Array
+
+    @property
+    def position(self) -> dict:
+        layout = type(self).layout
+        return {layout.name: layout.unpack(self.even, self.odd)}
+
+
+_STATE_TYPES: dict[LatticeLayout, type] = {}
+
+
+def state_type(layout: LatticeLayout) -> type:
+    """The :class:`LatticeGibbsState` subclass of ``layout`` (one class per layout, so pytrees compare equal)."""
+    cls = _STATE_TYPES.get(layout)
+    if cls is None:
+        cls = type("LatticeGibbsState", (LatticeGibbsState,), {"layout": layout, "__slots__": ()})
+        _STATE_TYPES[layout] = cls
+    return cls
+
+
+class LatticeLogDensity(SiteLogitsLogDensity):
+    """The log-density ``-beta E(J, h, s)`` of a lattice Ising model, carrying ``J``, ``h`` and ``beta``.
+
+    Returned by ``ui.models.lattice_ising(...).logdensity_fn``.  It evaluates and gives
+    site logits like any :class:`~ugm_infer.kernels.SiteLogitsLogDensity`; the
+    block-Gibbs kernel reads ``J``, ``h``, ``beta``, ``structure`` (height, width,
+    periodic, domain) and ``name`` (the variable) to run the four-sub-lattice sweep.  :meth:`tempered` keeps all of
+    it (``beta`` multiplied), so parallel tempering and tempered transitions stay on
+    the fast path.
+    """
+
+    def __init__(self, fn: Callable, site_logits: Callable, J: Any, h: Any, beta: Any, structure: tuple, name: str = "s"):
+        super().__init__(fn, site_logits)
+        self.J, self.h, self.beta, self.structure, self.name = J, h, beta, structure, name
+
+    def tempered(self, beta: Any) -> LatticeLogDensity:
+        """``x -> beta * self(x)``: the same lattice at inverse temperature ``beta * self.beta``."""
+        base = super().tempered(beta)
+        return LatticeLogDensity(base, base.site_logits, self.J, self.h, beta * self.beta, self.structure, self.name)
+
+    def layout(self, position_dtype: Any) -> LatticeLayout | None:
+        """The :class:`LatticeLayout` for positions of ``position_dtype`` (``None`` for odd sizes)."""
+        height, width, periodic, domain = self.structure
+        if height % 2 or width % 2:
+            return None
+        return LatticeLayout(height, width, periodic, domain, np.dtype(position_dtype).name, self.name)
