@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from typing import NamedTuple
 
 import arviz as az
 import jax
@@ -178,8 +179,8 @@ def test_spike_and_slab_inclusion_probabilities_match_exact():
 
 
 def test_parallel_tempering_mixture_moments_match_exact():
-    """Replica exchange over power posteriors, each replica a UGMGibbs copy with its own NUTS adaptation."""
-    kernel = unp.ParallelTempering(unp.UGMGibbs(NUTS(mm.mixture)), betas=[0.3, 0.6, 1.0])
+    """Replica exchange over power posteriors, each replica a UGMGibbs copy with its own HMC adaptation."""
+    kernel = unp.ParallelTempering(unp.UGMGibbs(HMC(mm.mixture, trajectory_length=1.0)), betas=[0.3, 0.6, 1.0])
     fields = ("info.swap_acceptance", "info.swap_attempted", "info.round_trips")
     mcmc = _run(kernel, MIX, num_samples=1000, extra_fields=fields)
     draws = _mixture_statistics(mcmc.get_samples(group_by_chain=True))
@@ -264,3 +265,127 @@ def test_bad_models_and_arguments_raise():
     kernel.setup(MIX, {})
     with pytest.raises(ValueError, match=r"discrete site 'c' has shape \(5,\) in this run but \(8,\)"):
         kernel.setup((Y[:5],) + MIX[1:], {})
+
+
+# --------------------------------------------------------------------------------------
+# energy_model_from_numpyro: the conditional of the discrete sites given the continuous ones
+# --------------------------------------------------------------------------------------
+def test_energy_model_conditions_on_continuous_sites():
+    model = unp.energy_model_from_numpyro(mm.mixture, *MIX)
+    assert model.variables == {"c": ui.Categorical(8, 2)}
+    assert model.continuous_sites == ("w", "mu")
+    params = {"w": jnp.array([0.3, 0.7]), "mu": jnp.array([-1.0, 1.2])}
+    assert set(model.example_params) == {"w", "mu"}
+    # exact conditional: independent assignments, p(c_i = k) proportional to w_k N(y_i | mu_k, 1)
+    logits = np.log(np.asarray(params["w"]))[None, :] + stats.norm.logpdf(
+        np.asarray(Y)[:, None], np.asarray(params["mu"]), 1.0
+    )
+    expected = np.exp(logits - np.logaddexp(logits[:, :1], logits[:, 1:]))
+    np.testing.assert_allclose(ui.exact.marginals(model, params)["c"], expected, atol=1e-5)
+    with pytest.raises(ValueError, match=r"missing \['mu'\]"):
+        model.validate_params({"w": params["w"]})
+
+
+# --------------------------------------------------------------------------------------
+# second checks (slow): other discrete moves, NumPyro's enumeration, chain methods
+# --------------------------------------------------------------------------------------
+class FlipState(NamedTuple):
+    position: dict
+    logdensity: jax.Array
+
+
+def flip_init(position, logdensity_fn):
+    return FlipState(position, logdensity_fn(position))
+
+
+def flip_kernel(rng_key, state, logdensity_fn):
+    """A user-written Metropolis move: flip random assignments of the 2-component mixture, 8 proposals."""
+
+    def flip(carry, key):
+        c, logdensity = carry
+        key_site, key_accept = jax.random.split(key)
+        i = jax.random.randint(key_site, (), 0, c.shape[0])
+        proposal = c.at[i].set(1 - c[i])
+        new = logdensity_fn({"c": proposal})
+        accept = jnp.log(jax.random.uniform(key_accept)) < new - logdensity
+        return (jnp.where(accept, proposal, c), jnp.where(accept, new, logdensity)), accept
+
+    (c, logdensity), accepted = jax.lax.scan(flip, (state.position["c"], state.logdensity), jax.random.split(rng_key, 8))
+    return FlipState({"c": c}, logdensity), accepted.mean()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["metropolis", "user", "tempered_transitions"])
+def test_other_discrete_moves_match_exact(which):
+    """Metropolis and a user kernel cache the log density: refresh must re-create it when mu, w move."""
+    options = {
+        "metropolis": {"kernel": "metropolis"},
+        "user": {"kernel": flip_kernel, "init_fn": flip_init},
+        "tempered_transitions": {"kernel": "tempered_transitions", "betas": np.linspace(0.3, 1.0, 4)},
+    }[which]
+    mcmc = _run(unp.UGMGibbs(NUTS(mm.mixture), **options), MIX, num_samples=1500)
+    draws = _mixture_statistics(mcmc.get_samples(group_by_chain=True))
+    assert_matches_exact(draws, _mixture_exact(MIX), which)
+    assert_rejects(draws, _mixture_exact(MIX_WRONG), f"{which} (noise sd 1.2)")
+
+
+@pytest.mark.slow
+def test_moments_match_nuts_with_enumeration():
+    """NUTS on the model with the assignments summed out by NumPyro (funsor) agrees with the exact moments and,
+    within the MCSE of both runs, with UGMGibbs."""
+    pytest.importorskip("funsor")
+    from numpyro.contrib.funsor import config_enumerate
+
+    exact = _mixture_exact(MIX)
+    enumerated = _run(NUTS(config_enumerate(mm.mixture)), MIX, num_samples=1500, seed=3)
+    reference = _mixture_statistics(enumerated.get_samples(group_by_chain=True))
+    assert_matches_exact(reference, exact, "NUTS with enumeration")
+    ours = _mixture_statistics(
+        _run(unp.UGMGibbs(NUTS(mm.mixture)), MIX, num_samples=1500, seed=4).get_samples(group_by_chain=True)
+    )
+    bound = _z(len(ours))
+    for name in ours:
+        se = [np.sqrt(x.var() / float(az.ess(x))) for x in (ours[name], reference[name])]
+        diff = ours[name].mean() - reference[name].mean()
+        assert abs(diff) <= bound * np.hypot(*se), (
+            f"{name}: UGMGibbs {ours[name].mean()} vs NUTS+enumeration {reference[name].mean()}"
+        )
+
+
+@pytest.mark.slow
+def test_sequential_chains_and_warmup_then_run_give_the_vectorized_draws():
+    kernel = unp.UGMGibbs(NUTS(mm.mixture), kernel="tempered_transitions", betas=[0.5, 1.0])
+    vectorized = _run(kernel, MIX, num_warmup=20, num_samples=10, num_chains=2)
+    sequential = MCMC(
+        unp.UGMGibbs(NUTS(mm.mixture), kernel="tempered_transitions", betas=[0.5, 1.0]),
+        num_warmup=20,
+        num_samples=10,
+        num_chains=2,
+        chain_method="sequential",
+        progress_bar=True,
+    )
+    sequential.run(jax.random.key(0), *MIX)
+    for site in ("c", "mu", "w"):
+        np.testing.assert_allclose(
+            sequential.get_samples(group_by_chain=True)[site], vectorized.get_samples(group_by_chain=True)[site], atol=1e-5
+        )
+    split = MCMC(kernel, num_warmup=20, num_samples=10, num_chains=2, chain_method="vectorized", progress_bar=False)
+    split.warmup(jax.random.key(0), *MIX)
+    split.run(jax.random.key(1), *MIX, extra_fields=("info.acceptance_probability",))
+    assert split.get_samples()["c"].shape == (20, 8)
+    assert split.get_extra_fields()["info.acceptance_probability"].shape == (20,)
+
+
+@pytest.mark.slow
+def test_tempered_transitions_spike_and_slab_collinear_pair():
+    """p = 10 with two near-collinear predictors: the posterior splits between them; TT on the indicators."""
+    rng = np.random.default_rng(2)
+    X = mm.collinear_design(rng, 40, 10, rho=0.2, pair_corr=0.95)
+    y = (X @ np.r_[0.8, 0.0, 0.6, np.zeros(7)] + 0.8 * rng.normal(size=40)).astype(np.float32)
+    exact = mm.spike_slab_exact(X, y)["inclusion"]
+    kernel = unp.UGMGibbs(NUTS(mm.spike_slab), kernel="tempered_transitions", betas=np.linspace(0.2, 1.0, 6))
+    mcmc = _run(kernel, (jnp.asarray(X), jnp.asarray(y)), num_samples=1500)
+    gamma = np.asarray(mcmc.get_samples(group_by_chain=True)["gamma"], np.float64)
+    draws = {f"gamma{j}": gamma[..., j] for j in range(10)}
+    variances = {f"gamma{j}": exact[j] * (1 - exact[j]) for j in range(10)}
+    assert_matches_exact(draws, {f"gamma{j}": exact[j] for j in range(10)}, "TT spike-and-slab", variances)
