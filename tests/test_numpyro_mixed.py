@@ -25,8 +25,10 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from conftest import brute_force
 from numpyro.infer import HMC, MCMC, NUTS, DiscreteHMCGibbs
 from scipy import stats
+from stat_utils import assert_distribution_matches, state_index
 
 import ugm_infer as ui
 from ugm_infer import numpyro as unp
@@ -190,6 +192,25 @@ def test_parallel_tempering_mixture_moments_match_exact():
     rates = diagnosis.table["swap_rate"]
     assert rates.shape == (2,) and np.all((rates > 0.05) & (rates < 1.0))
     assert np.all(diagnosis.table["round_trips"] > 0)
+
+
+def _chain4(J):
+    """Four spins in a chain (x in {0, 1}, s = 2x - 1) with a field on the first: a purely discrete model."""
+    with numpyro.plate("site", 4):
+        x = numpyro.sample("x", dist.Bernoulli(0.5))
+    s = 2.0 * x - 1.0
+    numpyro.factor("coupling", J * jnp.sum(s[:-1] * s[1:]) + 0.3 * s[0])
+
+
+def test_ugm_block_alone_on_a_discrete_model_matches_exact():
+    """UGMBlock without a Gibbs composite, 1000 vectorized chains, last draws chi-square tested (alpha 1e-6)."""
+    block = unp.UGMBlock(_chain4)
+    mcmc = MCMC(block, num_warmup=30, num_samples=2, num_chains=1000, chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.key(0), J=0.8)
+    assert [sorted(b.indices["x"].tolist()) for b in block.energy_model.blocks] == [[0, 2], [1, 3]]
+    energy = unp.energy_model_from_numpyro(_chain4, J=0.8)
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)["x"][:, -1])
+    assert_distribution_matches(state_index({"x": draws}, energy), brute_force(energy, {"J": 0.8}), label="UGMBlock alone")
 
 
 # --------------------------------------------------------------------------------------
@@ -374,6 +395,37 @@ def test_sequential_chains_and_warmup_then_run_give_the_vectorized_draws():
     split.run(jax.random.key(1), *MIX, extra_fields=("info.acceptance_probability",))
     assert split.get_samples()["c"].shape == (20, 8)
     assert split.get_extra_fields()["info.acceptance_probability"].shape == (20,)
+
+
+@pytest.mark.slow
+def test_parallel_chain_method_on_two_host_devices():
+    """chain_method="parallel" (NumPyro pmaps init and sampling): the block is set up outside the trace."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import importlib.util, os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+        import jax, numpy as np
+        from numpyro.infer import MCMC, NUTS
+        import ugm_infer as ui
+        spec = importlib.util.spec_from_file_location("m", {_PATH!r})
+        mm = importlib.util.module_from_spec(spec); spec.loader.exec_module(mm)
+        assert len(jax.devices()) == 2
+        mcmc = MCMC(ui.numpyro.UGMGibbs(NUTS(mm.mixture)), num_warmup=50, num_samples=50, num_chains=2,
+                    chain_method="parallel", progress_bar=False)
+        mcmc.run(jax.random.key(0), jax.numpy.asarray({np.asarray(Y).tolist()!r}), [-1.5, 1.5], 1.0, 1.0)
+        assert mcmc.get_samples(group_by_chain=True)["c"].shape == (2, 50, 8)
+        """
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(__file__), os.pardir), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -141,6 +141,11 @@ def _check_param_value(key: str, value: Any):
     return arr
 
 
+def _is_data(site: dict) -> bool:
+    """An observed sample site that is data (``obs=``/``observed=``), not a ``numpyro.factor``."""
+    return site["type"] == "sample" and site["is_observed"] and not isinstance(site["fn"], dist.Unit)
+
+
 def _params_validator(shapes: dict[str, tuple]) -> Callable[[Any], None]:
     """``validate_params(params)``: a dict with exactly these keys and shapes."""
     keys = list(shapes)
@@ -225,31 +230,20 @@ def energy_model_from_numpyro(
 
     Returns
     -------
-    A :class:`NumPyroEnergyModel` with one variable per discrete latent site (named like
-    the site).  Its ``params`` is the dict of the (numeric) keyword arguments and of the
-    values of the continuous latent sites (under the site names); they are traced, so
-    new values need no recompilation and learners can fit them.  ``example_params``
-    holds the keyword arguments given here and the continuous values of one trace.
+    A :class:`NumPyroEnergyModel` with one variable per discrete latent site.  Its
+    ``params`` is the dict of the (numeric) keyword arguments and of the values of the
+    continuous latent sites (traced: new values need no recompilation, learners can fit
+    them); ``example_params`` holds those given here and of one trace.  Blocks are
+    probed with ``n^2`` energy evaluations (NumPyro's log-probabilities are non-smooth in
+    the state); pass ``blocks=`` to skip the probe.
 
     Raises
     ------
     ValueError
-        No discrete latent site; a discrete site with an event shape (``.to_event``);
-        an unbounded or shifted support; ``numpyro.param`` sites; ``observed`` naming an
-        unknown site; a keyword argument named like a latent site.
+        No discrete latent site; ``.to_event`` or unbounded or shifted discrete supports;
+        ``numpyro.param`` sites; unknown ``observed`` sites; keywords named like sites.
     TypeError
         A non-callable model, non-numeric keyword arguments.
-
-    Notes
-    -----
-    **Structure detection.**  NumPyro's discrete log-probabilities are written with
-    ``where``/``clip`` (e.g. ``xlogy`` in ``Bernoulli(probs)``), so the structure probe
-    classifies these energies as *non-smooth*: blocks come from second differences of
-    the energy (``n^2`` energy evaluations once, refused for very large models), and
-    Gibbs evaluates the energy at each value of each site (``K`` energy evaluations per
-    site and sweep, each evaluating the whole model).  Correct, but slower than a
-    built-in model; pass ``blocks=`` (and ``multilinear=True`` for a binary energy you
-    know is affine in each site) to skip the probe.
 
     Examples
     --------
@@ -293,14 +287,7 @@ def energy_model_from_numpyro(
         validate_params=_params_validator({k: tuple(jnp.shape(v)) for k, v in example.items()}),
         name=f"numpyro:{getattr(numpyro_model, '__name__', 'numpyro_model')}",
     )
-    model.numpyro_model = conditioned
-    model.model_args = args
-    model.example_params = example
-    model.continuous_sites = sites
-    model.observed = {
-        n: s["value"]
-        for n, s in trace.items()
-        if s["type"] == "sample" and s["is_observed"] and not isinstance(s["fn"], dist.Unit)
-    }
+    model.numpyro_model, model.model_args, model.example_params, model.continuous_sites = conditioned, args, example, sites
+    model.observed = {n: s["value"] for n, s in trace.items() if _is_data(s)}
     model.numpyro_model_bound = lambda: conditioned(*args, **kwargs)
     return model

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm
 from numpyro.distributions.transforms import biject_to
-from numpyro.infer.gibbs import GIBBS_SITES_KWARG, Gibbs, GibbsState, prototype_trace, with_conditioning
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG, Gibbs, GibbsState, conditioned, prototype_trace, with_conditioning
 from numpyro.infer.hmc import HMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
@@ -212,6 +212,7 @@ class UGMBlock(MCMCKernel):
         self._init_fn, self._position_fn = init_fn, position_fn
         self._kernel_kwargs = kernel_kwargs
         self._setup: _Setup | None = None
+        self._sample_fn = self._sample_one
 
     @property
     def model(self):
@@ -230,9 +231,12 @@ class UGMBlock(MCMCKernel):
         Uses a trace of the model with a fixed key (concrete values, also when ``init``
         runs under ``vmap``); later calls check that the sites kept their shapes.
         """
+        with jax.ensure_compile_time_eval():  # concrete even when NumPyro runs init under pmap
+            return self._resolve(tuple(model_args), model_kwargs, sites)
+
+    def _resolve(self, args: tuple, model_kwargs: dict | None, sites: Any) -> _Setup:
         kwargs = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
-        with jax.ensure_compile_time_eval():
-            trace = trace_model(self._model, tuple(model_args), kwargs)
+        trace = trace_model(conditioned(self._model), args, kwargs)
         discrete, continuous = latent_sites(trace)
         sites = discrete_sites(trace) if sites is None else tuple(sites)
         domains = {n: site_domain(n, trace[n]["fn"], trace[n]["value"], jnp.result_type(trace[n]["value"])) for n in sites}
@@ -242,7 +246,7 @@ class UGMBlock(MCMCKernel):
         others = {n: s for n, s in {**discrete, **continuous}.items() if n not in sites}
         transforms = {n: biject_to(s["fn"].support) for n, s in others.items() if not s["fn"].support.is_discrete}
         probe = {n: transforms[n].inv(s["value"]) if n in transforms else s["value"] for n, s in others.items()}
-        model, args = self._model, tuple(model_args)
+        model = conditioned(self._model)
 
         def energy_fn(unconstrained, x):  # the conditional energy, for structure detection
             values = {n: transforms[n](v) if n in transforms else v for n, v in unconstrained.items()}
@@ -259,7 +263,8 @@ class UGMBlock(MCMCKernel):
         return self._setup
 
     def _logdensity(self, model_args, model_kwargs) -> Callable:
-        model, kwargs = self._model, model_kwargs or {}
+        # conditioned() is idempotent: inside numpyro.infer.Gibbs the model is conditioned already
+        model, kwargs = conditioned(self._model), model_kwargs or {}
         return lambda x: log_joint(model, model_args, with_conditioning(kwargs, x), {})
 
     def _position(self, kernel_state) -> dict:
@@ -276,10 +281,20 @@ class UGMBlock(MCMCKernel):
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         del num_warmup
         model_kwargs = {} if model_kwargs is None else model_kwargs
-        setup = self.setup(model_args, model_kwargs, None if not init_params else tuple(init_params))
+        self.setup(model_args, model_kwargs, None if not init_params else tuple(init_params))
+        if is_prng_key(rng_key):
+            self._sample_fn = self._sample_one
+            return self._init_one(rng_key, init_params, model_args, model_kwargs)
+        # alone with chain_method="vectorized": a batch of keys (and of init_params)
+        self._sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
+        init_one = jax.vmap(lambda key, params: self._init_one(key, params, model_args, model_kwargs))
+        return jax.jit(init_one)(rng_key, init_params)
+
+    def _init_one(self, rng_key, init_params, model_args, model_kwargs):
+        setup = self._setup
         if not init_params:  # alone, on a model whose latent sites are all discrete
             rng_key, key_trace = jax.random.split(rng_key)
-            trace = prototype_trace(self._model, key_trace, model_args, model_kwargs)
+            trace = prototype_trace(conditioned(self._model), key_trace, model_args, model_kwargs)
             free = [n for n, s in latent_sites(trace)[1].items()]
             if free:
                 raise ValueError(
@@ -304,6 +319,9 @@ class UGMBlock(MCMCKernel):
         return UGMBlockState(z, -logdensity_fn(z), kernel_state, info, rng_key)
 
     def sample(self, state, model_args, model_kwargs):
+        return self._sample_fn(state, model_args, model_kwargs)
+
+    def _sample_one(self, state, model_args, model_kwargs):
         key_next, key_step = jax.random.split(state.rng_key)
         logdensity_fn = self._logdensity(model_args, model_kwargs)
         kernel_state, info = self._setup.step(key_step, state.kernel_state, logdensity_fn)
@@ -320,6 +338,7 @@ class UGMBlock(MCMCKernel):
         kernel = copy.copy(self)
         kernel._model = wrapper(self._model)
         kernel._setup = None
+        kernel._sample_fn = kernel._sample_one
         return kernel
 
     def get_constrain_fn(self, model_args, model_kwargs):
