@@ -270,15 +270,25 @@ def test_bad_kernel_arguments_raise(ring_model):
         kernel.init(jax.random.key(0), 0, None, (PARAMS,), {})
 
 
-def test_docs_snippets_run(ring_probs):
-    """Every ```python block of docs/numpyro.md runs, in order, in one namespace."""
+def _docs_blocks() -> list[str]:
     path = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "numpyro.md")
     with open(path) as f:
-        blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
-    assert len(blocks) == 4
+        return re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+
+
+def _exec_blocks(blocks: list[str]) -> dict:
     namespace: dict = {}
     for block in blocks:
-        exec(compile(block, path, "exec"), namespace)  # noqa: S102 - the page's own snippets
+        exec(compile(block, "docs/numpyro.md", "exec"), namespace)  # noqa: S102 - the page's own snippets
+    return namespace
+
+
+def test_docs_snippets_run(ring_probs):
+    """The ```python blocks of docs/numpyro.md on energy models and NumPyroKernel run, in order, in one namespace
+    (the two mixed-model blocks that follow them: test_docs_mixed_snippets_run)."""
+    blocks = _docs_blocks()
+    assert len(blocks) == 6
+    namespace = _exec_blocks(blocks[:4])
     assert namespace["idata"].posterior["x"].dims == ("chain", "draw", "site")
     # the user-written kernel of the page samples the ring exactly (1000 independent chains);
     # the page's ring is this file's ring
@@ -288,3 +298,13 @@ def test_docs_snippets_run(ring_probs):
     model, mcmc = namespace["model"], namespace["mcmc"]
     assert_distribution_matches(_last_draws(mcmc, model), ring_probs, label="docs: user kernel under MCMC")
     assert 0.0 < float(mcmc.get_extra_fields()["info.acceptance_rate"].mean()) < 1.0
+
+
+@pytest.mark.slow
+def test_docs_mixed_snippets_run():
+    """All blocks of docs/numpyro.md, including the UGMGibbs and ParallelTempering snippets."""
+    namespace = _exec_blocks(_docs_blocks())
+    run, replicas = namespace["run"], namespace["replicas"]
+    assert run.get_samples()["gamma"].shape == (2000, 5)
+    assert replicas.get_samples()["gamma"].shape == (600, 5)
+    assert replicas.get_extra_fields()["info.swap_acceptance"].shape == (600, 2)

@@ -425,6 +425,9 @@ def to_arviz(
         * :class:`~ugm_infer.FitResult`: delegated to :meth:`FitResult.to_arviz`
           (groups ``learning_history``, ``learner_stats``, ``learned_params`` and a
           ``posterior`` of the persistent particles).
+        * a ``numpyro.infer.MCMC`` run: delegated to :func:`ugm_infer.numpyro.to_arviz`
+          (``statistics`` are evaluated on every draw ``{site: array}``; default: the
+          number of ones of each binary site and of values used by each categorical one).
     model, params
         Give both to record the ``energy`` of every draw when the run did not (always
         needed for parallel tempering, SMC and AIS).  ``model`` also checks the state
@@ -493,9 +496,13 @@ def to_arviz(
         return _from_ais(result, model, params, statistics, raw, attrs)
     if isinstance(result, FitResult):
         return _from_fit(result, statistics, raw, attrs)
+    if _is_numpyro_mcmc(result):
+        from ugm_infer.numpyro import to_arviz as numpyro_to_arviz
+
+        return numpyro_to_arviz(result, statistics=statistics or None, betas=betas, attrs=attrs)
     raise TypeError(
-        "`result` must be a ui.SampleResult, ui.smc.TemperedSMCResult, ui.smc.AISResult or ui.FitResult, "
-        f"got {type(result).__name__}"
+        "`result` must be a ui.SampleResult, ui.smc.TemperedSMCResult, ui.smc.AISResult, ui.FitResult or a "
+        f"numpyro.infer.MCMC run, got {type(result).__name__}"
     )
 
 
@@ -521,6 +528,28 @@ def _check_idata(idata: Any, argname: str) -> None:
 
     if not isinstance(idata, az.InferenceData):
         raise TypeError(f"`{argname}` must be an arviz.InferenceData, got {type(idata).__name__}")
+
+
+def _is_numpyro_mcmc(result: Any) -> bool:
+    """A ``numpyro.infer.MCMC`` (checked by type name: this module does not import NumPyro)."""
+    return any(c.__module__.startswith("numpyro.") and c.__name__ == "MCMC" for c in type(result).__mro__)
+
+
+def undotted_sample_stats(idata: Any) -> Any:
+    """``idata`` with ``sample_stats`` variables ``info.<field>`` renamed ``<field>``.
+
+    ``numpyro.infer.MCMC(...).run(extra_fields=("info.swap_acceptance",))`` with a
+    ``ui.numpyro`` kernel names the field ``info.swap_acceptance`` in
+    ``arviz.from_numpyro``; the kernel checks of :func:`diagnose` read ``swap_acceptance``.
+    Names that would clash with an existing variable are kept.
+    """
+    ss = getattr(idata, "sample_stats", None)
+    if ss is None:
+        return idata
+    rename = {n: n[len("info.") :] for n in ss.data_vars if n.startswith("info.") and n[len("info.") :] not in ss.data_vars}
+    if rename:
+        idata.sample_stats = ss.rename(rename)
+    return idata
 
 
 # ======================================================================================
@@ -643,6 +672,12 @@ def _rhat_ess(values: np.ndarray) -> dict[str, float]:
 def _mixing_advice(idata) -> str:
     ss = getattr(idata, "sample_stats", None)
     names = set(ss.data_vars) if ss is not None else set()
+    if idata.attrs.get("ugm_infer_sampler") == "numpyro" and not names & {"swap_acceptance", "acceptance_probability"}:
+        return (
+            "for the discrete sites of a NumPyro model try ui.numpyro.UGMGibbs(NUTS(model), "
+            "kernel='tempered_transitions', betas=...) or ui.numpyro.ParallelTempering(UGMGibbs(NUTS(model)), betas), "
+            "or run much longer"
+        )
     if "swap_acceptance" in names or "acceptance_probability" in names:
         return (
             "the tempered sampler has not mixed yet either: run longer, lower the smallest beta, add betas where "
@@ -1032,8 +1067,10 @@ def diagnose(
     Parameters
     ----------
     result
-        An :class:`arviz.InferenceData` from :func:`to_arviz`, or anything
-        :func:`to_arviz` accepts (converted with ``model``, ``params``,
+        An :class:`arviz.InferenceData` from :func:`to_arviz` or
+        ``arviz.from_numpyro`` (``sample_stats`` named ``info.<field>`` are read as
+        ``<field>``), or anything :func:`to_arviz` accepts, including a
+        ``numpyro.infer.MCMC`` run (converted with ``model``, ``params``,
         ``statistics`` and ``betas``).
     var_names
         Posterior statistics to check (default: all but raw configurations).
@@ -1071,7 +1108,7 @@ def diagnose(
     if isinstance(result, az.InferenceData):
         if any(x is not None for x in (model, params, statistics, betas)):
             raise ValueError("`model`, `params`, `statistics` and `betas` only apply when `result` is not InferenceData")
-        idata = result
+        idata = undotted_sample_stats(result)
     else:
         idata = to_arviz(result, model=model, params=params, statistics=statistics, betas=betas)
     if var_names is not None:
