@@ -765,7 +765,7 @@ def _check_posterior(idata, var_names, rhat_threshold, ess_threshold, findings, 
                 Finding(
                     "error",
                     label,
-                    f"chains disagree on {label}: R-hat {worst['rhat']:.3g} > {rhat_threshold} (chain means {means}). "
+                    f"chains disagree on {label}: R-hat {worst['rhat']:.4g} > {rhat_threshold} (chain means {means}). "
                     f"The chains have not mixed (they explore different regions, e.g. different modes; bulk ESS "
                     f"{_fmt(min_bulk)}); {advice}",
                     worst["rhat"],

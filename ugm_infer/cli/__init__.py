@@ -3,9 +3,12 @@
 ``ugm-infer demo``
     The embedded default: with no data and no options it trains a small RBM on the
     14x14 binary digits bundled in the package (:func:`ugm_infer.datasets.load_digits14`)
-    by PCD, and writes a report folder (``out/demo``): learning curves and samples as
-    PNG, ``metrics.json``, the learning history as netCDF (ArviZ), the saved model, and
-    an ``index.html`` that shows them. About a minute on 2 CPU cores.
+    twice, by PCD and by PT-SAP on the same minibatches and the same number of Gibbs
+    sweeps, keeps each learner's best model by held-out log-likelihood, diagnoses their
+    persistent chains with ArviZ and writes a report folder (``out/demo``): an
+    ``index.html`` with learning curves, data beside samples, traces, R-hat and ESS,
+    the ladder's swap rates and the metrics; ``metrics.json``; the histories and chains
+    as netCDF; the better model. About a minute on 2 CPU cores.
 ``ugm-infer fit --data FILE``
     Trains a built-in model on a data file (``.npz``/``.npy``/``.csv``/``.txt``, one
     example per row) and writes the same report, plus the saved model
@@ -19,7 +22,8 @@
     mixing diagnosis of :func:`ugm_infer.diagnostics.diagnose`.
 ``ugm-infer evaluate MODEL_DIR --data FILE``
     Average log-likelihood of a data file under a saved model: exact by enumeration
-    when the model is small enough, else AIS (with its standard error).
+    when the model is small enough, else AIS (with its standard error); ``--report DIR``
+    writes it as a report page too.
 
 Every option can also come from a JSON or TOML file (``--config FILE``; keys are the
 long option names, with ``-`` or ``_``); options given on the command line win.

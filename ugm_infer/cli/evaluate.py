@@ -28,7 +28,7 @@ from ugm_infer.cli._options import (
     path_text,
     positive_int,
 )
-from ugm_infer.cli._output import check_output_file, write_output_file
+from ugm_infer.cli._output import OutputFolder, check_output_file, write_output_file
 
 AUTO_MAX_CONFIGURATIONS = 2**22
 
@@ -59,6 +59,7 @@ def add_evaluate_parser(sub) -> None:
     add("--num-runs", type=positive_int, default=100, metavar="N", help="AIS runs")
     add("--seed", type=nonnegative_int, default=0, metavar="N", help="random seed (AIS)")
     add("--out", type=path_text, metavar="FILE", help="also write the result as JSON to this file")
+    add("--report", type=path_text, metavar="DIR", help="also write a report folder (index.html, metrics.json)")
 
 
 def _references(folder: str, data: np.ndarray, values: np.ndarray) -> tuple[dict, str]:
@@ -95,6 +96,10 @@ def run_evaluate(args, argv: list[str]) -> int:
     if not args.data:
         raise CLIError("--data is required (the data file to score, one example per row)")
     check_output_file(args.out, force=args.force)
+    report = None
+    if args.report:
+        report = OutputFolder(args.report, _report.EVALUATION_FILES, force=args.force, flag="--report")
+        report.check()
     model, params = _data.load_saved_model(args.model_dir, args.max_model_bytes)
     data = _data.read_data(args.data, key=args.data_key, unpack_bits=args.unpack_bits, header=args.header, flag="--data")
     var = _data.visible_variable(model)
@@ -134,4 +139,29 @@ def run_evaluate(args, argv: list[str]) -> int:
     if args.out:
         write_output_file(args.out, _report.json_text(row))
         print(f"wrote {args.out}")
+    if report is not None:
+        _write_report(report, args, row, source, len(data))
     return 0
+
+
+def _write_report(report: OutputFolder, args, row: dict, source: str, num: int) -> None:
+    how = "exactly, by enumeration" if row["method"] == "exact" else f"by AIS ({args.num_runs} runs, {args.num_betas} betas)"
+    se = f" +- {row['log_likelihood_se']:.4f}" if "log_likelihood_se" in row else ""
+    rows = [
+        ("model", args.model_dir),
+        ("data", f"{args.data}: {num} examples"),
+        ("average log-likelihood", f"{row['log_likelihood']:.4f}{se} nats per example"),
+        (f"independent sites ({source})", f"{row['reference']['independent_sites']:.4f}"),
+        ("uniform", f"{row['reference']['uniform']:.4f}"),
+        ("method", row["method"]),
+        ("time", f"{row['seconds']:.1f} s"),
+    ]
+    intro = f"Scored {num} examples of {args.data} under the model saved in {args.model_dir}, {how}."
+    report.create()
+    try:
+        _report.write_evaluation_report(
+            report, title=f"ugm_infer: log-likelihood under {args.model_dir}", intro=intro, row=row, rows=rows
+        )
+    except BaseException:
+        report.discard()
+        raise

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ugm_infer.cli import _build, _data, _report, _sizes
+from ugm_infer.cli import _build, _chains, _data, _report, _sizes
 from ugm_infer.cli._options import (
     KERNELS,
     add_saved_model_options,
@@ -59,29 +59,38 @@ def run_sample(args, argv: list[str]) -> int:
     t0 = time.perf_counter()
     run = ui.sample(jax.random.fold_in(key, 1), algorithm, x0, steps, num_warmup=warmup, model=model, params=params)
     seconds = time.perf_counter() - t0
-    idata = ui.diagnostics.to_arviz(run, model=model, params=params, betas=ladder)
-    diagnosis = ui.diagnostics.diagnose(idata)
-    last = {k: np.asarray(v[:, -1]) for k, v in run.states.items()}
-    if args.kernel == "parallel_tempering":
-        last = {k: v[:, -1] for k, v in last.items()}
-    energies = np.asarray(run.energies)
+    kernel = {"gibbs": "one Gibbs sweep", "metropolis": "one Metropolis step"}.get(args.kernel)
+    if kernel is None:
+        kernel = f"one {args.kernel.replace('_', ' ')} step over {args.num_betas} inverse temperatures"
+    chains_run = _chains.diagnose_run(run, model, params, ladder, kernel, seconds)
+    energies = np.asarray(chains_run.idata.posterior["energy"].values)
     rows = [
         ("model", args.model_dir),
         ("kernel", args.kernel),
         ("chains x steps", f"{chains} x {steps} (+{warmup} warm-up)"),
         ("time", f"{seconds:.1f} s"),
         ("mean energy", f"{energies.mean():.4f} (sd {energies.std():.4f})"),
-        ("diagnosis", "ok" if diagnosis.ok else "problems found (see diagnosis.txt)"),
+        ("diagnosis", "ok" if chains_run.diagnosis.ok else "problems found (see diagnosis.txt)"),
     ]
+    var = _data.visible_variable(model) if len(model.variables) == 1 or "v" in model.variables else None
+    domain = model.variables.get(var)
+    side = int(round(math.prod(domain.shape) ** 0.5)) if domain is not None else 0
+    square = domain is not None and side * side == math.prod(domain.shape) and side >= 4 and len(domain.values) == 2
+    intro = (
+        f"Ran {chains} chains of the {args.kernel.replace('_', ' ')} kernel on the model saved in {args.model_dir}, "
+        f"from random states: {warmup} steps discarded, then {steps} draws per chain, diagnosed with ArviZ by "
+        "ui.diagnostics.diagnose."
+    )
     output.create()
     try:
         _report.write_sample_report(
             output,
             title=f"ugm_infer: samples of {args.model_dir}",
+            intro=intro,
             rows=rows,
-            idata=idata,
-            diagnosis=diagnosis,
-            last_states=last,
+            chains=chains_run,
+            var=var,
+            image_shape=(side, side) if square else None,
         )
     except BaseException:
         output.discard()
