@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 
 
 def temper(logdensity_fn: Callable, beta: Any) -> Callable:
@@ -66,3 +67,18 @@ def validate_position(model, position):
     if is_concrete(position):
         return model.validate_state(position, batch_ndim=0, argname="position")
     return position
+
+
+def check_initial_logdensity(logdensity_fn: Callable, position, value: Any = None) -> None:
+    """A concrete starting position must have a finite log-density (skipped under tracing).
+
+    ``value`` is the log-density when the caller has already computed it.
+    """
+    if not (is_concrete(position) and (value is None or is_concrete(value))):
+        return
+    ld = float(logdensity_fn(position) if value is None else value)
+    if not np.isfinite(ld):
+        raise ValueError(
+            f"the log-density is {ld} at the initial `position`: a chain cannot start where the energy is "
+            "NaN or infinite (check `params` and the energy function)"
+        )

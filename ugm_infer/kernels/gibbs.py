@@ -40,7 +40,13 @@ import numpy as np
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import _updates
-from ugm_infer.kernels._common import check_model, resolve_logdensity, resolve_structure, validate_position
+from ugm_infer.kernels._common import (
+    check_initial_logdensity,
+    check_model,
+    resolve_logdensity,
+    resolve_structure,
+    validate_position,
+)
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -193,7 +199,9 @@ def as_top_level_api(
 
     def init_fn(position, rng_key=None):
         del rng_key
-        return init(validate_position(model, position), logdensity_fn)
+        position = validate_position(model, position)
+        check_initial_logdensity(logdensity_fn, position)
+        return init(position, logdensity_fn)
 
     def step_fn(rng_key, state):
         return kernel(rng_key, state, logdensity_fn)
