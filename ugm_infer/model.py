@@ -366,7 +366,7 @@ class EnergyModel:
             value = float(_compile_once(traced.lower())(params, state))
             if not np.isfinite(value):
                 raise ValueError(
-                    f"model '{self.name}': the energy is {value} at a random configuration (with finite params); "
+                    f"model '{self.name}': the energy is {value} at a random configuration; "
                     "energies must be finite (NaN gives no distribution; write a hard constraint as a large finite "
                     "penalty instead of inf)"
                 )
