@@ -147,6 +147,8 @@ def _resolve_resampling(resampling: Any) -> Callable:
 
 #: Fewer replicates than this make ``log_Z_se`` unreliable (see :func:`tempered_smc`).
 MIN_REPLICATES_FOR_SE = 8
+# P(|T| > 3) for a Student t with R - 1 degrees of freedom (2 * scipy.stats.t.sf(3, R - 1))
+_T_TAIL_3SE = {2: 0.2048, 3: 0.0955, 4: 0.0577, 5: 0.0399, 6: 0.0301, 7: 0.0240}
 
 
 class _Settings(NamedTuple):
@@ -195,10 +197,6 @@ def _warn_few_replicates(num_replicates: int) -> None:
             UserWarning,
             stacklevel=3,
         )
-
-
-# P(|T| > 3) for a Student t with R - 1 degrees of freedom (scipy.stats.t.sf(3, R - 1) * 2)
-_T_TAIL_3SE = {2: 0.2048, 3: 0.0955, 4: 0.0577, 5: 0.0399, 6: 0.0301, 7: 0.0240}
 
 
 def _resolve_kernel(model: Any, params: Any, kernel: Any, kernel_init: Any) -> tuple[Any, Callable, Callable, tuple]:
