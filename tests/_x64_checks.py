@@ -83,7 +83,14 @@ def dtypes(tree):
 
 
 def main() -> dict:
-    out: dict = {"x64": bool(jax.config.jax_enable_x64)}
+    out: dict = {"x64": bool(jax.config.jax_enable_x64), "section_seconds": {}}
+    clock = [time.perf_counter()]
+
+    def lap(name):
+        now = time.perf_counter()
+        out["section_seconds"][name] = round(now - clock[0], 2)
+        clock[0] = now
+
     model = ui.models.lattice_ising(**MODEL)
     p32 = model.init_params(**PARAMS)
     p64 = to64(p32)
@@ -105,6 +112,8 @@ def main() -> dict:
         "marginal_ref": np.stack([1.0 - p_plus, p_plus], axis=-1).reshape(-1).tolist(),
     }
 
+    lap("exact")
+
     # samplers through ui.sample: mean energy of independent chains against the exact one
     x0 = model.random_state(jax.random.key(1), NUM_CHAINS)
     ladder = np.linspace(0.5, 1.0, 4)
@@ -119,6 +128,8 @@ def main() -> dict:
         r = ui.sample(jax.random.key(2), algorithm, x0, NUM_DRAWS, num_warmup=NUM_WARMUP, model=model, params=p64)
         out["sampling"][name] = {**chain_mean_test(r.energies, mean_energy), "dtype": str(r.energies.dtype)}
 
+    lap("sampling")
+
     # annealed importance sampling (reverse AIS reuses the forward run's compilation) and tempered SMC
     a = ui.smc.ais(jax.random.key(3), model, p64, num_runs=64, num_betas=50)
     ra = ui.smc.reverse_ais(jax.random.key(4), model, p64, ui.exact.sample(jax.random.key(5), model, p64, 64), num_betas=50)
@@ -130,6 +141,8 @@ def main() -> dict:
         name: [float(r.log_Z), float(r.log_Z_se), str(r.log_Z.dtype)]
         for name, r in (("ais", a), ("reverse_ais", ra), ("tsmc_adaptive", adaptive), ("tsmc_fixed", fixed))
     }
+
+    lap("smc")
 
     # learners through ui.fit (full batch: one step per epoch)
     data = ui.exact.sample(jax.random.key(8), model, p64, 64)
@@ -148,6 +161,7 @@ def main() -> dict:
     r = ui.fit(learners["pseudo_likelihood"](), jax.random.key(9), data, params=f32, **kwargs)
     fits["pseudo_likelihood_f32"] = {k: float(v) for k, v in r.params.items()}
     out["fit"] = fits
+    lap("fit")
     return out
 
 
