@@ -294,3 +294,72 @@ def test_sample_without_model_checks_chain_axis():
     with pytest.raises(ValueError, match="`initial_position` is empty"):
         ui.sample(jax.random.key(0), algorithm, {}, 2)
     assert not calls
+
+
+# --------------------------------------------------------------------------------------
+# the energy contract: every built-in model passes it
+# --------------------------------------------------------------------------------------
+def _crf_params(model):
+    theta = model.init_params(jax.random.key(0))
+    shapes = model.input_shapes
+    zeros = {k: jnp.zeros(s) for k, s in shapes.items()} if isinstance(shapes, dict) else jnp.zeros(shapes)
+    return model.condition(theta, zeros)
+
+
+BUILT_IN = {
+    "ising": lambda: ui.models.ising(5),
+    "ising-edges": lambda: ui.models.ising(5, edges=[[0, 1], [1, 2], [3, 4]]),
+    "boltzmann_machine": lambda: ui.models.boltzmann_machine(4),
+    "lattice_ising": lambda: ui.models.lattice_ising(4, 4),
+    "lattice_ising-binary-int8": lambda: ui.models.lattice_ising(3, 3, domain="binary", dtype=jnp.int8),
+    "potts": lambda: ui.models.potts(4, 3),
+    "lattice_potts": lambda: ui.models.lattice_potts(2, 2, 3),
+    "rbm": lambda: ui.models.rbm(4, 3),
+    "semi_rbm": lambda: ui.models.semi_rbm(4, 3),
+    "dbm": lambda: ui.models.dbm([4, 3, 2]),
+    "sigmoid_belief_net": lambda: ui.models.sigmoid_belief_net([4, 3]),
+    "grid_hidden": lambda: ui.models.grid_hidden(3, 3, np.arange(9) % 2 == 0),
+    "ergm": lambda: ui.models.ergm(5),
+    "grid_crf": lambda: ui.models.grid_crf(2, 3),
+}
+
+
+@pytest.mark.parametrize("name", list(BUILT_IN))
+def test_built_in_models_pass_the_energy_contract(name):
+    model = BUILT_IN[name]()
+    if isinstance(model, ui.models.CRF):
+        params = _crf_params(model)
+    elif isinstance(model, ui.models.LatticeIsing):
+        params = model.init_params(J=0.3, h=0.1)
+    else:
+        params = model.init_params(jax.random.key(0))
+    out = model.check_energy(params)
+    assert out.shape == () and jnp.issubdtype(out.dtype, jnp.floating)
+    assert model.validate_params(params) is params  # cached: the second check is free
+
+
+def test_energy_check_runs_once_per_parameter_structure():
+    calls = []
+
+    def energy(params, state):
+        calls.append(1)
+        return -params["J"] * jnp.sum(state["s"])
+
+    model = ui.EnergyModel(energy, {"s": ui.Spin(3)})
+    model.validate_params({"J": jnp.asarray(0.5)})
+    assert len(calls) == 1  # one trace
+    model.validate_params({"J": jnp.asarray(-2.0)})  # same structure: cached
+    assert len(calls) == 1
+    model.validate_params({"J": jnp.asarray(0.5, jnp.float16)})  # new dtype: checked again
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match="model 'energy'.*energy is nan"):
+        model.check_energy({"J": float("nan")})  # a new structure (a Python float), NaN energy
+
+
+def test_energy_check_under_tracing_checks_shapes_only():
+    model = ui.EnergyModel(lambda p, s: -p["J"] * s["s"], {"s": ui.Spin(3)}, name="vec")
+    with pytest.raises(ValueError, match=r"model 'vec'.*shape \(3,\)"):
+        jax.jit(model.check_energy)({"J": 0.5})
+    nan_model = ui.EnergyModel(lambda p, s: jnp.sqrt(-p["J"]) * jnp.sum(s["s"]), {"s": ui.Spin(3)})
+    out = jax.jit(lambda p: nan_model.check_energy(p).shape)({"J": 0.5})  # values unknown: no finiteness test
+    assert out == ()

@@ -6,6 +6,14 @@ over named discrete variables.  ``energy_fn(params, state)`` returns the energy 
 *one* configuration; ``state`` is a dict ``{name: array}`` whose arrays have the
 shapes of the declared domains.  Chains and particles are a leading batch axis
 handled with :func:`jax.vmap` (see :meth:`EnergyModel.energies`).
+
+The energy contract (:meth:`EnergyModel.check_energy`): ``energy_fn`` returns a real
+floating scalar, is traceable by JAX (no Python ``if``/``while``/``bool()`` or numpy on
+traced values) and is finite at a random configuration.  Parameters are not known when
+a model is built, so the contract is checked at the first use with parameters: the
+first :meth:`EnergyModel.validate_params` call (every public entry point makes it on
+the host before compiling: kernels built with ``params``, ``ui.exact``, ``ui.smc``,
+``ui.sample``, learners and ``ui.fit``), once per parameter structure.
 """
 
 from __future__ import annotations
@@ -30,6 +38,37 @@ from ugm_infer.structure import (
 __all__ = ["EnergyModel"]
 
 State = dict[str, jax.Array]
+
+# what JAX raises when Python control flow or numpy needs the value of a traced array
+_TRACED_VALUE_ERRORS = (
+    jax.errors.ConcretizationTypeError,  # includes TracerBoolConversionError (`if x > 0:`)
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.NonConcreteBooleanIndexError,
+)
+
+
+# one evaluation does not need an optimised executable: skipping LLVM's expensive passes
+# roughly halves the compile time of the energy check
+_ONE_SHOT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def _compile_once(lowered: Any) -> Callable:
+    """Compile a lowered function for a single call (unoptimised where the backend allows it)."""
+    try:
+        return lowered.compile(_ONE_SHOT_COMPILER_OPTIONS)
+    except Exception:  # a backend that rejects these options: the default compile
+        return lowered.compile()
+
+
+def _params_signature(params: Any) -> tuple:
+    """Tree structure, shapes and dtypes of ``params`` (what a trace of the energy depends on)."""
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    sig = []
+    for x in leaves:
+        dtype = getattr(x, "dtype", None)
+        sig.append((type(x).__name__, tuple(np.shape(x)), str(dtype) if dtype is not None else type(x).__name__))
+    return treedef, tuple(sig)
 
 
 class EnergyModel:
@@ -69,6 +108,13 @@ class EnergyModel:
         parameters (built-in models check shapes with it).
     name
         A short name for printing.
+
+    Notes
+    -----
+    ``energy_fn`` is checked at the first use with parameters (see
+    :meth:`check_energy`): a vector, an integer/boolean/complex result, Python control
+    flow on traced values or a non-finite energy at a random configuration raise a
+    ``ValueError`` naming the model.
 
     Examples
     --------
@@ -227,7 +273,11 @@ class EnergyModel:
         return out
 
     def validate_params(self, params: Any, argname: str = "params") -> Any:
-        """Check that every float leaf of ``params`` is finite (and the model's own checks)."""
+        """Check ``params``: numeric, finite float leaves, the model's own checks, then the energy contract.
+
+        The energy contract (:meth:`check_energy`) is checked once per parameter
+        structure; traced ``params`` are skipped (host-side validation only).
+        """
         for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
             if isinstance(leaf, jax.core.Tracer):
                 continue  # traced params cannot be checked on the host
@@ -240,7 +290,96 @@ class EnergyModel:
                 raise ValueError(f"`{argname}` leaf {jax.tree_util.keystr(path)} contains NaN or inf")
         if self._validate_params_fn is not None:
             self._validate_params_fn(params)
+        if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
+            self.check_energy(params)
         return params
+
+    def check_energy(self, params: Any) -> jax.ShapeDtypeStruct:
+        """Check the energy contract at ``params``; return the energy's shape and dtype.
+
+        ``energy_fn(params, state)`` must
+
+        * be traceable: it is jitted, vmapped and differentiated, so Python control flow
+          (``if``, ``while``, ``bool()``, ``int()``) or numpy on values derived from the
+          state or the parameters fails; branch with ``jnp.where`` / ``jax.lax.cond``;
+        * return one real floating scalar per configuration (a vector is usually a
+          missing ``jnp.sum``; an integer result a missing ``.astype(jnp.float32)``);
+        * be finite at a random configuration (NaN or infinite energies give no
+          distribution; write a hard constraint as a large finite penalty).
+
+        The check traces the energy once at abstract states and evaluates it once,
+        compiled, at a fixed random configuration.  It runs once per parameter structure
+        (tree, shapes, dtypes) and is cached on the model; :meth:`validate_params` calls
+        it, so every public entry point checks the energy at its first use.  With traced
+        ``params`` only the trace is checked.
+
+        Raises
+        ------
+        ValueError
+            Naming the model and the offending shape, dtype, value or construct.
+        """
+        cache = self.__dict__.setdefault("_energy_checked", {})
+        try:
+            key = _params_signature(params)
+            hash(key)
+        except TypeError:  # an unhashable tree node: check without caching
+            key = None
+        if key is not None and key in cache:
+            return cache[key]
+        concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params))
+        state = self._probe_state()
+        try:
+            if concrete:
+                traced = jax.jit(self.energy).trace(params, state)
+                out = traced.out_info
+            else:
+                out = jax.eval_shape(self.energy, params, state)
+        except _TRACED_VALUE_ERRORS as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(
+                f"model '{self.name}': `energy_fn` uses the value of a traced array in Python control flow or numpy "
+                "(`if`, `while`, `and`/`or`, `bool()`, `int()`, `np.` functions on the state or the parameters). "
+                "Energies are jitted and vmapped, so write branches with jnp.where(cond, a, b) or "
+                f"jax.lax.cond and use jax.numpy instead of numpy. JAX said: {type(err).__name__}: {first}"
+            ) from None
+        if not isinstance(out, jax.ShapeDtypeStruct):
+            got = jax.tree.map(lambda x: (x.shape, str(x.dtype)), out)
+            raise ValueError(
+                f"model '{self.name}': `energy_fn` must return one scalar (the energy of one configuration), "
+                f"got a {type(out).__name__}: {got}"
+            )
+        if out.shape != ():
+            raise ValueError(
+                f"model '{self.name}': `energy_fn` must return a scalar for one configuration, got shape {out.shape} "
+                "(sum the terms, e.g. jnp.sum(...); chains are batched by the library with jax.vmap)"
+            )
+        if not jnp.issubdtype(out.dtype, jnp.floating):
+            hint = (
+                "complex energies are not supported"
+                if jnp.issubdtype(out.dtype, jnp.complexfloating)
+                else "cast it, e.g. .astype(jnp.float32)"
+            )
+            raise ValueError(
+                f"model '{self.name}': `energy_fn` must return a real floating scalar, got dtype {out.dtype} ({hint})"
+            )
+        if concrete:
+            value = float(_compile_once(traced.lower())(params, state))
+            if not np.isfinite(value):
+                raise ValueError(
+                    f"model '{self.name}': the energy is {value} at a random configuration; "
+                    "energies must be finite (NaN gives no distribution; write a hard constraint as a large finite "
+                    "penalty instead of inf)"
+                )
+        if key is not None:
+            cache[key] = out
+        return out
+
+    def _probe_state(self) -> State:
+        """A fixed random configuration as numpy arrays (nothing to compile; never a tracer, even inside a trace)."""
+        rng = np.random.default_rng(0)
+        return {
+            n: np.asarray(d.values[rng.integers(0, d.num_states, d.shape)], dtype=d.dtype) for n, d in self.variables.items()
+        }
 
     # ------------------------------------------------------------------------------
     # structure: multilinearity, interaction graph and blocks

@@ -89,7 +89,19 @@ def sample(
         set ``False`` for huge models and record statistics through ``trace_fn``.
     trace_fn
         Optional ``trace_fn(state, info) -> pytree`` recorded in ``infos`` instead of
-        the raw info.
+        the raw info.  It is called once per kept draw with the states and infos of
+        *all chains at once* (every leaf has a leading chain axis, as produced by
+        ``jax.vmap`` of the kernel), inside the compiled run; every leaf it returns must
+        keep that leading chain axis (e.g. ``lambda s, i: s.position["s"].mean(-1)``,
+        not ``.mean()``), and comes back with shape ``(chain, draw, ...)``.
+
+    Raises
+    ------
+    ValueError
+        Bad counts, states, params or zero chains; a non-finite initial energy (with
+        ``model`` and ``params``); a ``trace_fn`` output without the chain axis.
+    TypeError
+        A wrong type of ``rng_key``, ``algorithm``, ``trace_fn`` or ``keep_states``.
 
     Notes
     -----
@@ -132,7 +144,11 @@ def sample(
             "`initial_position` needs a leading chain axis of the same length on every variable, got shapes "
             f"{jax.tree.map(jnp.shape, initial_position)}"
         )
+    if jnp.shape(leaves[0])[0] == 0:
+        raise ValueError("`initial_position` has 0 chains; pass at least one (leading axis = chains)")
     with_energy = model is not None and params is not None
+    if with_energy and not global_input:
+        _check_initial_energies(model, params, initial_position)
     recipe = recipe_of(algorithm)
     run = _compiled_run(
         algorithm, recipe, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn
@@ -140,6 +156,20 @@ def sample(
     build_args = recipe.args if recipe is not None else None
     final, (states, energies, infos) = run(rng_key, initial_position, params if with_energy else None, build_args)
     return SampleResult(states, energies, infos, final)
+
+
+def _check_initial_energies(model, params, position):
+    """Host-side, once per call: the chains must start where the energy is finite."""
+    energies = model.__dict__.setdefault("_jit_energies", jax.jit(model.energies))
+    values = np.asarray(energies(params, position))
+    bad = ~np.isfinite(values)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"the energy of model '{model.name}' is {values[i]} at `initial_position` chain {i} "
+            f"({int(bad.sum())} of {values.size} chains non-finite); sampling from there would give meaningless "
+            "states: check `params` and the energy function"
+        )
 
 
 # Compiled runs, reused by later calls with the same settings.  An algorithm built by
@@ -225,10 +255,18 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
             return jax.random.split(key, shape + (num_chains,))
 
         def record(state, info):
+            traced = trace(state, info)
+            if trace_fn is not None and any(
+                jnp.ndim(x) < 1 or jnp.shape(x)[0] != num_chains for x in jax.tree.leaves(traced)
+            ):
+                raise ValueError(
+                    "`trace_fn(state, info)` receives all chains at once and must return leaves with a leading chain "
+                    f"axis of length {num_chains}, got shapes {jax.tree.map(jnp.shape, traced)}"
+                )
             return (
                 state.position if keep_states else None,
                 jax.vmap(lambda pos: energy(params, pos))(state.position) if model is not None else None,
-                trace(state, info),
+                traced,
             )
 
         def one_draw(state, keys):

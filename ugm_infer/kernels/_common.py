@@ -7,6 +7,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from ugm_infer.kernels import lattice_form
 
@@ -115,3 +116,18 @@ def recipe_of(algorithm) -> Recipe | None:
     """The :class:`Recipe` attached to ``algorithm`` (``None`` for algorithms built otherwise)."""
     recipe = getattr(algorithm.step, "ugm_recipe", None)
     return recipe if isinstance(recipe, Recipe) else None
+
+
+def check_initial_logdensity(logdensity_fn: Callable, position, value: Any = None) -> None:
+    """A concrete starting position must have a finite log-density (skipped under tracing).
+
+    ``value`` is the log-density when the caller has already computed it.
+    """
+    if not (is_concrete(position) and (value is None or is_concrete(value))):
+        return
+    ld = float(logdensity_fn(position) if value is None else value)
+    if not np.isfinite(ld):
+        raise ValueError(
+            f"the log-density is {ld} at the initial `position`: a chain cannot start where the energy is "
+            "NaN or infinite (check `params` and the energy function)"
+        )

@@ -53,6 +53,7 @@ from blackjax.base import SamplingAlgorithm
 from ugm_infer.kernels import _updates, checkerboard, multispin, pairwise
 from ugm_infer.kernels._common import (
     attach_recipe,
+    check_initial_logdensity,
     check_model,
     resolve_logdensity,
     resolve_structure,
@@ -361,7 +362,9 @@ def as_top_level_api(
 
     def init_fn(position, rng_key=None):
         del rng_key
-        return state_init(validate_position(model, position), logdensity_fn)
+        position = validate_position(model, position)
+        check_initial_logdensity(logdensity_fn, position)
+        return state_init(position, logdensity_fn)
 
     def step_fn(rng_key, state):
         return kernel(rng_key, state, logdensity_fn)

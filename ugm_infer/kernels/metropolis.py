@@ -28,7 +28,7 @@ import numpy as np
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import _updates
-from ugm_infer.kernels._common import check_model, resolve_logdensity, validate_position
+from ugm_infer.kernels._common import check_initial_logdensity, check_model, resolve_logdensity, validate_position
 
 __all__ = ["MetropolisState", "MetropolisInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -123,7 +123,9 @@ def as_top_level_api(
 
     def init_fn(position, rng_key=None):
         del rng_key
-        return init(validate_position(model, position), logdensity_fn)
+        state = init(validate_position(model, position), logdensity_fn)
+        check_initial_logdensity(logdensity_fn, state.position, state.logdensity)
+        return state
 
     def step_fn(rng_key, state):
         return kernel(rng_key, state, logdensity_fn)

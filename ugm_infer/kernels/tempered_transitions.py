@@ -107,7 +107,7 @@ def check_ladder(betas: Any) -> np.ndarray:
     if np.any(np.diff(arr) <= 0):
         raise ValueError("`betas` must be strictly increasing (beta_0 < ... < beta_S = 1)")
     if not np.isclose(arr[-1], 1.0):
-        raise ValueError(f"the last inverse temperature must be 1 (the target), got {arr[-1]}")
+        raise ValueError(f"the last entry of `betas` must be 1 (the target), got {arr[-1]}")
     return arr.astype(np.float32)
 
 

@@ -73,6 +73,7 @@ from ugm_infer.kernels._common import is_concrete, resolve_structure
 
 __all__ = [
     "base_log_probs",
+    "float_dtype",
     "base_logdensity",
     "sample_base",
     "resolve_latent",
@@ -114,6 +115,15 @@ def check_positive_int(value: Any, argname: str, minimum: int = 1) -> int:
 def check_params(model: Any, params: Any) -> None:
     if is_concrete(params):
         model.validate_params(params)
+
+
+def float_dtype(model: Any, params: Any) -> jnp.dtype:
+    """The dtype log-weights accumulate in: the energy's, at least float32.
+
+    float64 when ``jax_enable_x64`` is on and the energy computes in float64 (float64
+    parameters); float32 otherwise.  Uses the model's cached energy check.
+    """
+    return jnp.promote_types(model.check_energy(params).dtype, jnp.float32)
 
 
 def check_schedule(betas: Any, argname: str = "betas") -> np.ndarray:
@@ -185,6 +195,8 @@ def base_log_probs(
     names: tuple[str, ...],
     data: Any = None,
     pseudo_count: float = 1.0,
+    *,
+    dtype: Any = jnp.float32,
 ) -> dict[str, jax.Array]:
     """Normalised per-site log-probabilities ``{name: domain.shape + (K,)}`` of the base.
 
@@ -200,6 +212,8 @@ def base_log_probs(
         ``{name: (num_examples, *shape)}`` for ``base="data"``.
     pseudo_count
         Laplace smoothing ``alpha > 0`` of the data base rates.
+    dtype
+        Float dtype of the result (see :func:`float_dtype`).
 
     Raises
     ------
@@ -255,7 +269,7 @@ def base_log_probs(
             out[n] = arr - m - np.log(np.sum(np.exp(arr - m), axis=-1, keepdims=True))
     else:
         raise ValueError(f"`base` must be one of {BASES} or a dict {{name: logits}}, got {type(base).__name__}")
-    return {n: jnp.asarray(v, jnp.float32) for n, v in out.items()}
+    return {n: jnp.asarray(v, dtype) for n, v in out.items()}
 
 
 def base_logdensity(variables: Mapping[str, Domain], log_probs: Mapping[str, jax.Array], state: Mapping) -> jax.Array:
@@ -350,7 +364,7 @@ def latent_deltas(model: Any, params: Any, rest: Mapping, name: str, method: str
     ref = jnp.full(d.shape, values[0]).astype(d.dtype)
     e0 = _as_float(model.energy(params, {**rest, name: ref}))
     if method == "gradient":
-        mid = jnp.full(d.shape, 0.5 * (values[0] + values[1]), dtype=jnp.float32)
+        mid = jnp.full(d.shape, 0.5 * (values[0] + values[1]), dtype=e0.dtype)
         grad = jax.grad(lambda x: _as_float(model.energy(params, {**rest, name: x})))(mid)
         return e0, (grad.reshape(-1) * float(values[1] - values[0]))[None, :]
     flat_ref = ref.reshape(-1)

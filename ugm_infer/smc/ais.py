@@ -205,6 +205,8 @@ def ais_schedule(num_betas: int = 1000, kind: str = "linear", *, sharpness: floa
 def _resolve_betas(betas: Any, num_betas: Any, schedule: str) -> np.ndarray:
     if betas is not None:
         return _paths.check_schedule(betas, "betas")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"`schedule` must be one of {SCHEDULES} (or pass `betas=`), got {schedule!r}")
     return ais_schedule(num_betas, schedule)
 
 
@@ -263,7 +265,7 @@ def _build_run(model: Any, latent: str | None, method: str | None, num_sweeps: i
                 state, _ = kernel(jax.random.fold_in(key, k), GibbsState(x), joint_logdensity(b))
                 return (state.position, total, comp), None
 
-            zero = jnp.zeros((), jnp.float32)
+            zero = jnp.zeros((), betas.dtype)  # float32, or float64 with x64 and float64 params
             steps = (betas[:-1], betas[1:], jnp.arange(betas.shape[0] - 1))
             (x, total, _), _ = jax.lax.scan(step, (x, zero, zero), steps)
             return x, total
@@ -322,8 +324,9 @@ def _prepare(model, params, base, data, pseudo_count, analytic, num_sweeps):
         with_base = tuple(base)
     latent, method = _paths.resolve_latent(model, params, analytic, with_base)
     names = tuple(n for n in model.variables if n != latent)
-    log_probs = _paths.base_log_probs(model, base, tuple(model.variables), data, pseudo_count)
-    return model, latent, method, names, log_probs, num_sweeps
+    dtype = _paths.float_dtype(model, params)
+    log_probs = _paths.base_log_probs(model, base, tuple(model.variables), data, pseudo_count, dtype=dtype)
+    return model, latent, method, names, log_probs, num_sweeps, dtype
 
 
 def _finish(log_w, particles, betas, latent, reverse, log_weight_variance=None):
@@ -332,7 +335,7 @@ def _finish(log_w, particles, betas, latent, reverse, log_weight_variance=None):
     log_mean, se = log_mean_exp_and_se(log_w)
     log_z = -log_mean if reverse else log_mean
     ess = jnp.exp(log_ess(log_w)) / log_w.shape[0]
-    return AISResult(log_z, se, log_w, ess, particles, jnp.asarray(betas, jnp.float32), latent or "", log_weight_variance)
+    return AISResult(log_z, se, log_w, ess, particles, jnp.asarray(betas, log_w.dtype), latent or "", log_weight_variance)
 
 
 def ais(
@@ -416,7 +419,7 @@ def ais(
     _paths.check_key(rng_key)
     num_runs = _paths.check_positive_int(num_runs, "num_runs")
     betas = _resolve_betas(betas, num_betas, schedule)
-    model, latent, method, names, log_probs, num_sweeps = _prepare(
+    model, latent, method, names, log_probs, num_sweeps, dtype = _prepare(
         model, params, base, data, pseudo_count, analytic, num_sweeps
     )
     key_init, key_run = jax.random.split(rng_key)
@@ -424,7 +427,7 @@ def ais(
     run = _cache(
         model, ("ais", latent, method, num_sweeps, num_runs), lambda: _build_run(model, latent, method, num_sweeps, num_runs)
     )
-    particles, log_w = run(key_run, params, log_probs, jnp.asarray(betas, jnp.float32), x_init)
+    particles, log_w = run(key_run, params, log_probs, jnp.asarray(betas, dtype), x_init)
     return _finish(log_w, particles, betas, latent, reverse=False)
 
 
@@ -471,14 +474,14 @@ def reverse_ais(
     """
     _paths.check_key(rng_key)
     betas = _resolve_betas(betas, num_betas, schedule)
-    model, latent, method, names, log_probs, num_sweeps = _prepare(
+    model, latent, method, names, log_probs, num_sweeps, dtype = _prepare(
         model, params, base, data, pseudo_count, analytic, num_sweeps
     )
     x_init, num_runs = _check_states(model, initial_state, names, "initial_state")
     run = _cache(
         model, ("ais", latent, method, num_sweeps, num_runs), lambda: _build_run(model, latent, method, num_sweeps, num_runs)
     )
-    particles, log_w = run(rng_key, params, log_probs, jnp.asarray(betas[::-1].copy(), jnp.float32), x_init)
+    particles, log_w = run(rng_key, params, log_probs, jnp.asarray(betas[::-1].copy(), dtype), x_init)
     return _finish(log_w, particles, betas, latent, reverse=True)
 
 
@@ -628,7 +631,7 @@ def _mean_field_log_z_v(model, visible, latent, mean_field_kwargs):
         means, _ = solve(params, v)
         # multilinear energy: E_q[E(v, h)] = E(v, E_q[h]) for a factorised q
         energy = _paths._as_float(model.energy(params, {**v, **means}))
-        entropy = sum(_binary_entropy(means[n].astype(jnp.float32), model.variables[n]) for n in latent)
+        entropy = sum(_binary_entropy(_paths._as_float(means[n]), model.variables[n]) for n in latent)
         return -energy + entropy
 
     return jax.jit(jax.vmap(one, in_axes=(None, 0)))
@@ -643,7 +646,7 @@ def _conditional_ais_fn(model, visible, params, v0, num_runs, num_sweeps, analyt
     cond = resolve_structure(cond, cond_params)
     latent, method = _paths.resolve_latent(cond, cond_params, analytic)
     names = tuple(n for n in cond.variables if n != latent)
-    log_probs = _paths.base_log_probs(cond, "uniform", tuple(cond.variables))
+    log_probs = _paths.base_log_probs(cond, "uniform", tuple(cond.variables), dtype=_paths.float_dtype(cond, cond_params))
     run = _build_run(cond, latent, method, num_sweeps, num_runs)
 
     def one(key, params, v, betas):
@@ -767,7 +770,7 @@ def ais_latent_log_likelihood(
         log_z_v = jnp.concatenate([fn(params, b) for b in batches])
         log_z_v_se = jnp.zeros_like(log_z_v)
     else:
-        betas = jnp.asarray(ais_schedule(conditional_betas, conditional_schedule), jnp.float32)
+        betas = jnp.asarray(ais_schedule(conditional_betas, conditional_schedule), _paths.float_dtype(model, params))
         num_sweeps = _paths.check_positive_int(ais_kwargs.get("num_sweeps", 1), "num_sweeps")
         v0 = {n: x[0] for n, x in observed.items()}
         fn = _cache(

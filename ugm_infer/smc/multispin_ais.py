@@ -63,7 +63,7 @@ def _build_run(model: Any, num_sweeps: int, num_groups: int):
                 words, _ = sweep(jax.random.fold_in(key, i), words, params, b)
             return (words, total, comp), jnp.var(total[:num_runs])
 
-        zero = jnp.zeros((num_groups * multispin.LANES,), jnp.float32)
+        zero = jnp.zeros((num_groups * multispin.LANES,), betas.dtype)
         steps = (betas[:-1], betas[1:], jnp.arange(betas.shape[0] - 1))
         (words, total, _), variance = jax.lax.scan(step, (words, zero, zero), steps)
         return words, total, variance
@@ -139,6 +139,6 @@ def multispin_ais(
     betas = _resolve_betas(betas, num_betas, schedule)
     num_groups = -(-num_runs // multispin.LANES)
     run = _cache(model, ("multispin_ais", num_sweeps, num_groups), lambda: _build_run(model, num_sweeps, num_groups))
-    words, log_w, variance = run(rng_key, params, jnp.asarray(betas, jnp.float32), num_runs)
+    words, log_w, variance = run(rng_key, params, jnp.asarray(betas, _paths.float_dtype(model, params)), num_runs)
     particles = {"s": multispin.unpack(words, num_runs, model.domain, model.variables["s"].dtype)}
     return _finish(log_w[:num_runs], particles, betas, None, reverse=False, log_weight_variance=variance)
