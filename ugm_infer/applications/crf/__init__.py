@@ -1,0 +1,1 @@
+"""Conditional random fields: learners of the conditional likelihood from (x, y) pairs."""
