@@ -20,6 +20,10 @@ run checks compile each learner's step once (inside ``ui.fit``, or ``jax.jit`` f
 CRF learners); they run in the default tier for the learners marked ``fast`` (one per
 construction path) and for all with ``pytest -m slow``.
 
+One more test checks the learner layer's imports (from the source): no cycle inside
+``ugm_infer.learn``, no ``ugm_infer.smc`` module importing it, no core module importing
+``ugm_infer.applications``.
+
 The statistical correctness of each algorithm is tested in its own module
 (``test_learn*.py``, ``test_latent*.py``, ``test_crf.py``, ``test_sbn.py``).
 """
@@ -241,3 +245,53 @@ def test_runs_are_deterministic_resumable_and_finite(name, tmp_path):
     assert np.all(np.isfinite(runs.grad_norms))
     for leaf in jax.tree.leaves(runs.first.params):
         assert np.all(np.isfinite(np.asarray(leaf)))
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """``module -> modules it imports`` inside ``ugm_infer``, from the source (every import statement)."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(ui.__file__).parent
+    mods = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {m: set() for m in mods}
+    for m, path in mods.items():
+        package = m if path.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            graph[m] |= {t for t in targets if t in mods and t != m}
+    return graph
+
+
+def test_learner_layer_imports():
+    """No import cycle among the learner modules; smc does not import learn; the core imports no application."""
+    graph = _import_graph()
+    learn = {m for m in graph if m.startswith("ugm_infer.learn")}
+
+    def reaches(start, goal, within):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] & within:
+                if nxt == goal:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    assert not [m for m in learn if reaches(m, m, learn)], "an import cycle inside ugm_infer.learn"
+    assert not [(a, b) for a in graph if a.startswith("ugm_infer.smc") for b in graph[a] if b in learn]
+    core = [m for m in graph if not m.startswith("ugm_infer.applications")]
+    assert not [(a, b) for a in core for b in graph[a] if b.startswith("ugm_infer.applications")]

@@ -11,6 +11,26 @@ Gibbs sampling and AIS can run on.  :func:`mean_field` approximates it by a prod
 of independent units, the naive mean-field E-step (Peterson and Anderson 1987;
 Salakhutdinov and Hinton 2009, section 3.1).
 
+Mean field.  The stationarity conditions of the variational bound are the fixed-point
+equations
+
+.. math::  \\mu_j = \\sigma\\big(-\\partial E / \\partial h_j \\,|_{(v, \\mu)}\\big)
+           \\quad \\text{(binary)}, \\qquad
+           \\mu_j = \\tanh\\big(-\\partial E / \\partial h_j \\,|_{(v, \\mu)}\\big)
+           \\quad \\text{(spins)},
+
+with the "field" :math:`-\\partial E / \\partial h_j` evaluated at the means.  For
+energies affine in each unit (every pairwise/bilinear model: RBMs, DBMs, grids) this
+field equals :math:`\\mathbb E_q[E(h_j = 0) - E(h_j = 1)]` exactly, so the update is
+the exact coordinate ascent of the bound; for a DBM it is Salakhutdinov and Hinton's
+layer-wise update (2009, eq. 6).  Units of one block of the model are updated
+together, blocks in turn (a Gauss-Seidel sweep); sweeps of damped updates
+:math:`\\mu \\leftarrow (1 - \\lambda) \\mu + \\lambda\\, \\mu^{\\text{new}}`
+(``damping`` :math:`= 1 - \\lambda`) repeat until the largest change of a mean is
+below ``tol`` or ``max_iterations`` sweeps are done.  When the latents are
+conditionally independent given the visibles (an RBM) one sweep gives the exact
+posterior means.
+
 Learners (:mod:`ugm_infer.learn`) and estimators (:mod:`ugm_infer.smc`) both build on
 these pieces, so they live in the core, next to the model.
 
@@ -192,26 +212,7 @@ def mean_field(
     tol: float = 1e-5,
     max_iterations: int = 100,
 ) -> Callable:
-    """Naive mean-field fixed point :math:`q(h \\mid v) = \\prod_j q_j(h_j)`.
-
-    Its stationarity conditions are the fixed-point equations
-
-    .. math::  \\mu_j = \\sigma\\big(-\\partial E / \\partial h_j \\,|_{(v, \\mu)}\\big)
-               \\quad \\text{(binary)}, \\qquad
-               \\mu_j = \\tanh\\big(-\\partial E / \\partial h_j \\,|_{(v, \\mu)}\\big)
-               \\quad \\text{(spins)},
-
-    with the "field" :math:`-\\partial E / \\partial h_j` evaluated at the means.  For
-    energies affine in each unit (every pairwise/bilinear model: RBMs, DBMs, grids)
-    this field equals :math:`\\mathbb E_q[E(h_j = 0) - E(h_j = 1)]` exactly, so the
-    update is the exact coordinate ascent of the variational bound; for a DBM it is
-    Salakhutdinov and Hinton's layer-wise update (2009, eq. 6).  Units of one block of
-    the model are updated together, blocks in turn (a Gauss-Seidel sweep); sweeps of
-    damped updates :math:`\\mu \\leftarrow (1 - \\lambda) \\mu + \\lambda\\,
-    \\mu^{\\text{new}}` (``damping`` :math:`= 1 - \\lambda`) repeat until the largest
-    change of a mean is below ``tol`` or ``max_iterations`` sweeps are done.  When the
-    latents are conditionally independent given the visibles (an RBM) one sweep gives
-    the exact posterior means.
+    """Naive mean-field fixed point :math:`q(h \\mid v) = \\prod_j q_j(h_j)` (see the module docstring).
 
     Parameters
     ----------

@@ -270,11 +270,10 @@ def apcd(
         Transition operator of the model chains, any form :func:`~ugm_infer.learn.sap`
         accepts; default block Gibbs with ``num_sweeps`` sweeps.
     latent_kernel
-        Transition operator of the latent chains: ``None`` (block Gibbs on the latent
-        blocks, ``num_latent_steps`` sweeps) or a pair ``(init_fn, kernel_fn)`` for ONE
-        latent configuration ``{latent name: array}`` and the log-density
-        :math:`h \\mapsto -E(v, h)` (it must leave :math:`p(h \\mid v)` invariant; the
-        learner vmaps it over data and chains and runs it ``num_latent_steps`` times).
+        ``None`` (block Gibbs on the latent blocks, ``num_latent_steps`` sweeps) or a
+        pair ``(init_fn, kernel_fn)`` for ONE latent configuration and the log-density
+        :math:`h \\mapsto -E(v, h)`, leaving :math:`p(h \\mid v)` invariant (vmapped over
+        data and chains, run ``num_latent_steps`` times).
 
     Returns
     -------

@@ -20,6 +20,32 @@ NamedTuple states) and BlackJAX's ``init``/``build_kernel``/``as_top_level_api``
 Learners whose update is plain gradient ascent on a deterministic objective (exact
 ML, pseudo-likelihood) are :func:`objective_learner`.  Conditional models supply
 their own :class:`Inputs` and positive phase and reuse the rest.
+
+A persistent-particle learner in full (PCD-k, as :func:`~ugm_infer.learn.sap` does it)::
+
+    def my_pcd(model, optimizer=None, num_particles=100, *, k=1, visible=None):
+        s = setup(model, optimizer, visible=visible, positive_phase="auto",
+                  kernel=gibbs_builder(model, "block", k), num_particles=num_particles)
+        negative = resolve_negative_phase(model, s.visible, "auto")
+
+        def init(rng_key, params, data):
+            fresh = start(s, rng_key, params, data)
+            return MyState(params, fresh.opt_state, fresh.particles, fresh.aux_state, initial_step())
+
+        def step(rng_key, state, batch):
+            key_move, key_data = jax.random.split(rng_key)
+            logdensity_fn = model.logdensity_fn(jax.lax.stop_gradient(state.params))
+            particles, _ = advance(s.kernel, key_move, state.particles, logdensity_fn, state.params, 1)
+            new = ascend(s, key_data, state.params, state.opt_state, state.aux_state, batch,
+                         jax.grad(negative)(state.params, particles))
+            return MyState(new.params, new.opt_state, particles, new.aux_state, state.step + 1), MyInfo(
+                global_norm(new.direction))
+
+        return build(s, "my_pcd", init, step)
+
+with ``MyState`` and ``MyInfo`` NamedTuples, ``advance`` and ``gibbs_builder`` from
+:mod:`ugm_infer.learn.particles` and ``resolve_negative_phase`` from
+:mod:`ugm_infer.learn.phases`.
 """
 
 from __future__ import annotations
@@ -48,6 +74,7 @@ from ugm_infer.learn.particles import LazyKernel, check_init_particles, initial_
 from ugm_infer.learn.phases import PositivePhase, resolve_positive_phase
 
 __all__ = [
+    "NO_KERNEL",
     "Ascent",
     "Inputs",
     "ObjectiveState",
@@ -55,8 +82,10 @@ __all__ = [
     "Start",
     "ascend",
     "build",
+    "initial_step",
     "joint_inputs",
     "objective_learner",
+    "particle_setup",
     "setup",
     "start",
 ]
