@@ -238,7 +238,9 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
     """Re-initialise the kernel at ``positions`` for ``logdensity_fn`` and run ``num_steps`` steps.
 
     ``positions`` has a leading chain axis (vmapped).  Returns the new positions and
-    the kernel infos averaged over the steps (leading chain axis kept).
+    the kernel infos averaged over the steps (leading chain axis kept).  One key split
+    per call gives every chain its key; a chain splits it again only to run more than
+    one step.
     """
     init_fn, kernel_fn = kernel.get(params)
     num_chains = jax.tree.leaves(positions)[0].shape[0]
@@ -249,7 +251,11 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
         def body(state, key_step):
             return kernel_fn(key_step, state, logdensity_fn)
 
-        state, infos = jax.lax.scan(body, state, jax.random.split(key, num_steps))
+        if num_steps == 1:  # the chain's key is the step's key: no split, no scan
+            state, info = body(state, key)
+            infos = jax.tree.map(lambda x: jnp.asarray(x)[None], info)
+        else:
+            state, infos = jax.lax.scan(body, state, jax.random.split(key, num_steps))
         if not hasattr(state, "position"):
             raise TypeError(
                 f"the kernel state {type(state).__name__} has no `.position`; learners read the particles from it"
