@@ -23,7 +23,8 @@ contract, and :func:`ugm_infer.fit` for the training loop).
 :func:`smc_learner`        standard SMC: tempered SMC from uniform at every update
 :func:`conditional_sap`    CRF learners with one particle set per input (also
                            ``conditional_pcd``, ``conditional_mcmc_mle``,
-                           ``conditional_pf_mcmc_mle``, ``conditional_exact_ml``)
+                           ``conditional_pf_mcmc_mle``, ``conditional_exact_ml``);
+                           defined in :mod:`ugm_infer.applications.crf.learners`
 =========================  ============================================================
 
 Schedules (:func:`robbins_monro`, :func:`constant_then_robbins_monro`) and
@@ -32,28 +33,15 @@ positive phases (the data term with latent variables) in
 :mod:`ugm_infer.learn.phases`.
 """
 
+import importlib
+
 from ugm_infer.learn.apcd import APCDInfo, APCDState, apcd, power_decay
 from ugm_infer.learn.base import Learner
 from ugm_infer.learn.cd import CDInfo, CDState, cd
-from ugm_infer.learn.conditional import (
-    ConditionalExactMLInfo,
-    ConditionalExactMLState,
-    ConditionalMCMCMLEInfo,
-    ConditionalMCMCMLEState,
-    ConditionalPFInfo,
-    ConditionalPFState,
-    ConditionalSAPInfo,
-    ConditionalSAPState,
-    conditional_exact_ml,
-    conditional_mcmc_mle,
-    conditional_pcd,
-    conditional_pf_mcmc_mle,
-    conditional_sap,
-    exact_conditional_log_likelihood,
-)
 from ugm_infer.learn.exact_ml import ExactMLInfo, ExactMLState, exact_average_log_likelihood, exact_ml
 from ugm_infer.learn.mcmc_mle import MCMCMLEInfo, MCMCMLEState, mcmc_mle
 from ugm_infer.learn.meanfield import MeanFieldInfo, mean_field, mean_field_positive_phase, mfpcd
+from ugm_infer.learn.particles import Alternate, AlternateInfo, Builder, Persistent
 from ugm_infer.learn.pf_mcmc_mle import PFInfo, PFState, pf_mcmc_mle
 from ugm_infer.learn.phases import PositivePhase, free_energy_positive_phase, mc_positive_phase
 from ugm_infer.learn.pseudo_likelihood import (
@@ -63,7 +51,7 @@ from ugm_infer.learn.pseudo_likelihood import (
     pseudo_log_likelihood,
 )
 from ugm_infer.learn.psmc import PSMCInfo, PSMCState, SMCLearnerInfo, SMCLearnerState, psmc, smc_learner
-from ugm_infer.learn.sap import AlternateInfo, SAPInfo, SAPState, pcd, sap
+from ugm_infer.learn.sap import SAPInfo, SAPState, pcd, sap
 from ugm_infer.learn.sbn_meanfield import (
     SBNBound,
     SBNMeanFieldInfo,
@@ -72,19 +60,14 @@ from ugm_infer.learn.sbn_meanfield import (
     mean_field_learner,
 )
 from ugm_infer.learn.schedules import constant_then_robbins_monro, robbins_monro, sgd
-from ugm_infer.learn.tempered import (
-    Alternate,
-    Builder,
-    Persistent,
-    parallel_tempering_kernel,
-    pt_sap,
-    tempered_transitions_kernel,
-    trans_sap,
-)
+from ugm_infer.learn.tempered import parallel_tempering_kernel, pt_sap, tempered_transitions_kernel, trans_sap
 
 smc = smc_learner  # the name in ARCHITECTURE.md
 
-__all__ = [
+# The CRF learners live with their application (ugm_infer.applications.crf.learners);
+# they are reached from here lazily, so the core never imports the applications.
+_CRF_LEARNERS = "ugm_infer.applications.crf.learners"
+_CRF_NAMES = (
     "ConditionalExactMLInfo",
     "ConditionalExactMLState",
     "ConditionalMCMCMLEInfo",
@@ -99,6 +82,23 @@ __all__ = [
     "conditional_pf_mcmc_mle",
     "conditional_sap",
     "exact_conditional_log_likelihood",
+)
+
+
+def __getattr__(name: str):
+    """``ui.learn.conditional_*`` and the module ``ui.learn.conditional``, from the CRF application."""
+    if name == "conditional" or name in _CRF_NAMES:
+        module = importlib.import_module(_CRF_LEARNERS)
+        return module if name == "conditional" else getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_CRF_NAMES) | {"conditional"})
+
+
+__all__ = [
+    *_CRF_NAMES,
     "SBNBound",
     "SBNMeanFieldInfo",
     "SBNMeanFieldState",

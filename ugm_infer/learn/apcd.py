@@ -71,28 +71,22 @@ Salakhutdinov, R. and Hinton, G. E. (2009). Deep Boltzmann machines. AISTATS.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
-from ugm_infer.learn.base import (
-    LazyKernel,
-    Learner,
-    advance,
-    apply_ascent,
-    check_batch,
-    check_model,
-    check_params,
-    check_positive_int,
-    global_norm,
-    is_concrete,
-    resolve_optimizer,
-    resolve_visible,
-)
+from ugm_infer.kernels import gibbs
+from ugm_infer.latent import mean_field
+from ugm_infer.learn.base import Learner, apply_ascent, check_positive_int, global_norm, is_concrete
+from ugm_infer.learn.particles import advance, gibbs_builder, initial_particles
 from ugm_infer.learn.phases import conditional_model, latent_names, resolve_negative_phase
+from ugm_infer.learn.schedules import robbins_monro
+from ugm_infer.learn.skeleton import build, initial_step, setup
 
 __all__ = ["APCDInfo", "APCDState", "apcd", "power_decay"]
 
@@ -276,11 +270,10 @@ def apcd(
         Transition operator of the model chains, any form :func:`~ugm_infer.learn.sap`
         accepts; default block Gibbs with ``num_sweeps`` sweeps.
     latent_kernel
-        Transition operator of the latent chains: ``None`` (block Gibbs on the latent
-        blocks, ``num_latent_steps`` sweeps) or a pair ``(init_fn, kernel_fn)`` for ONE
-        latent configuration ``{latent name: array}`` and the log-density
-        :math:`h \\mapsto -E(v, h)` (it must leave :math:`p(h \\mid v)` invariant; the
-        learner vmaps it over data and chains and runs it ``num_latent_steps`` times).
+        ``None`` (block Gibbs on the latent blocks, ``num_latent_steps`` sweeps) or a
+        pair ``(init_fn, kernel_fn)`` for ONE latent configuration and the log-density
+        :math:`h \\mapsto -E(v, h)`, leaving :math:`p(h \\mid v)` invariant (vmapped over
+        data and chains, run ``num_latent_steps`` times).
 
     Returns
     -------
@@ -288,257 +281,342 @@ def apcd(
     :class:`APCDState`, info :class:`APCDInfo`.  ``init(rng_key, params, data)``
     **requires** ``data`` (all training rows), which sizes the per-datum state.
     """
-    from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
-    from ugm_infer.kernels.gibbs import init as gibbs_init
-    from ugm_infer.learn.meanfield import mean_field
-    from ugm_infer.learn.schedules import robbins_monro
-
-    check_model(model)
-    visible = resolve_visible(model, visible)
-    latent = latent_names(model, visible)
+    model_gibbs = gibbs_builder(model, "block", num_sweeps)
+    s = setup(
+        model,
+        optax.sgd(robbins_monro(1.0, 10.0)) if optimizer is None else optimizer,
+        visible=visible,
+        kernel=model_gibbs if kernel is None else kernel,
+        num_particles=num_particles,
+        init_particles=init_particles,
+    )
+    latent = latent_names(model, s.visible)
     if not latent:
-        raise ValueError(f"apcd needs latent variables; model '{model.name}' has none given visible={list(visible)}")
-    num_particles = check_positive_int(num_particles, "num_particles")
+        raise ValueError(f"apcd needs latent variables; model '{model.name}' has none given visible={list(s.visible)}")
     num_chains = check_positive_int(num_chains_per_datum, "num_chains_per_datum")
-    num_latent_steps = check_positive_int(num_latent_steps, "num_latent_steps")
-    num_sweeps = check_positive_int(num_sweeps, "num_sweeps")
+    chains = _latent_chains(model, s.visible, latent_kernel, check_positive_int(num_latent_steps, "num_latent_steps"))
     if statistics not in ("gradient", "latent"):
         raise ValueError(f"`statistics` must be 'gradient' or 'latent', got {statistics!r}")
-    if estimate_step is None:
-        estimate_step = power_decay(1.0, 2.0 / 3.0)
-    elif not callable(estimate_step):
-        try:
-            const = float(estimate_step)
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"`estimate_step` must be a float in (0, 1] or a callable, got {estimate_step!r}") from err
-        if not 0.0 < const <= 1.0:
-            raise ValueError(f"`estimate_step` must be in (0, 1], got {estimate_step!r}")
-
-        def estimate_step(k, _c=const):
-            return jnp.full(jnp.shape(k), _c, jnp.float32)
-
-    if not isinstance(hybrid, bool):
-        raise TypeError(f"`hybrid` must be a bool, got {hybrid!r}")
-    if hybrid:
-        if hybrid_weight is None:
-            if num_steps is None:
-                raise ValueError("`hybrid=True` needs `num_steps` (the planned number of updates) or `hybrid_weight`")
-            total = check_positive_int(num_steps, "num_steps")
-
-            def hybrid_weight(t):
-                return jnp.clip(2.0 * jnp.asarray(t, jnp.float32) / total - 1.0, 0.0, 1.0)
-
-        elif not callable(hybrid_weight):
-            raise TypeError(f"`hybrid_weight` must be a callable step -> weight, got {type(hybrid_weight).__name__}")
-        mf_solve = mean_field(model, visible, **(mean_field_kwargs or {}))
-    elif mean_field_kwargs is not None or hybrid_weight is not None:
-        raise ValueError("`mean_field_kwargs` and `hybrid_weight` only apply with hybrid=True")
-    optimizer = resolve_optimizer(optimizer if optimizer is not None else _default_optimizer(robbins_monro))
-    negative = resolve_negative_phase(model, visible, negative_phase)
-    kernel = LazyKernel(
-        model,
-        kernel,
-        default=lambda params: (gibbs_init, gibbs_build_kernel(model, "block", num_sweeps, params=params)),
+    stats = _running_statistics(model, latent, statistics, num_chains, _resolve_estimate_step(estimate_step))
+    mf_term = _mean_field_term(model, s.visible, hybrid, num_steps, hybrid_weight, mean_field_kwargs)
+    negative = resolve_negative_phase(model, s.visible, negative_phase)
+    cfg = _Config(s, latent, num_chains, chains, stats, mf_term, negative)
+    return build(
+        s,
+        "apcd" if mf_term is None else "h_apcd",
+        functools.partial(_init, cfg),
+        functools.partial(_step, cfg),
+        requires_data="apcd keeps per-datum state: `init(rng_key, params, data)` needs all the training data",
+        index_key=_INDEX_KEY,
     )
-    built_latent: dict[str, Any] = {}
+
+
+class _Config(NamedTuple):
+    """What :func:`apcd` resolved from its arguments."""
+
+    s: Any  # the learner setup (model, visible, optimizer, model-chain kernel, particles)
+    latent: tuple[str, ...]
+    num_chains: int  # M, latent chains per datum
+    chains: Any  # _LatentChains
+    stats: Any  # _RunningStatistics
+    mf_term: Any  # _MeanFieldTerm or None
+    negative: Callable
+
+
+def _init(cfg: _Config, rng_key, params, data) -> APCDState:
+    """Model chains, ``M`` latent chains per distinct datum, zero estimates and the row lookup."""
+    s, model = cfg.s, cfg.s.model
+    if not is_concrete(data):
+        raise ValueError("apcd.init needs concrete `data` (it builds the per-datum lookup on the host)")
+    cfg.chains.get(params)
+    _, row_to_unique, table = _build_table(model, s.visible, data)
+    num = int(table[0].shape[0])
+    key_particles, key_chains = jax.random.split(rng_key)
+    particles = initial_particles(model, key_particles, s.num_particles, s.init_particles)
+    keys = jax.random.split(key_chains, len(cfg.latent))
+    latent_chains = {n: model.variables[n].random(k, (num, cfg.num_chains)) for k, n in zip(keys, cfg.latent)}
+    return APCDState(
+        params,
+        s.optimizer.init(params),
+        particles,
+        latent_chains,
+        cfg.stats.zeros(params, num),
+        jnp.zeros((num,), jnp.int32),
+        jnp.asarray(row_to_unique),
+        table,
+        initial_step(),
+    )
+
+
+def _step(cfg: _Config, rng_key, state: APCDState, batch, index) -> tuple[APCDState, APCDInfo]:
+    """One update: the model chains move (M step, model term), the batch's E step (data term), one optax step."""
+    s, model = cfg.s, cfg.s.model
+    ids = _row_ids(model, s.visible, state, batch, index)
+    key_negative, key_positive = jax.random.split(rng_key)
+    params = state.params
+    frozen = jax.lax.stop_gradient(params)
+    # M step, model term: the persistent chains take a transition at theta_t
+    particles, _ = advance(s.kernel, key_negative, state.particles, model.logdensity_fn(frozen), params, 1)
+    particle_energy, negative_grad = jax.value_and_grad(cfg.negative)(params, particles)
+    # E step, data term: per-datum running estimates (two time scales)
+    e, w = _data_term(cfg, key_positive, state, frozen, batch, ids)
+    direction = jax.tree.map(jnp.add, e.positive, negative_grad)
+    new_params, opt_state = apply_ascent(s.optimizer, direction, state.opt_state, params)
+    new_state = APCDState(
+        new_params,
+        opt_state,
+        particles,
+        e.latent_chains,
+        e.estimates,
+        e.visits,
+        state.row_to_unique,
+        state.hash_table,
+        state.step + 1,
+    )
+    return new_state, APCDInfo(global_norm(direction), particle_energy, e.estimate_step, w, e.latent_energy)
+
+
+def _data_term(cfg: _Config, rng_key, state: APCDState, params, batch, ids) -> tuple[_EStep, jax.Array]:
+    """The APCD E step, mixed with the mean-field data term by :math:`w_t` under H-APCD."""
+    if cfg.mf_term is None:
+        return _e_step(cfg, rng_key, state, params, batch, ids, None), jnp.float32(1.0)
+    w = jnp.asarray(cfg.mf_term.weight(state.step), jnp.float32)
+    mf_grad, mf_means = cfg.mf_term.positive(params, batch)
+    skipped = _EStep(jax.tree.map(jnp.zeros_like, mf_grad), state.latent_chains, state.estimates, state.visits, 0.0, 0.0)
+    out = _cond_like(w > 0, lambda m: _e_step(cfg, rng_key, state, params, batch, ids, m), skipped, mf_means)
+    positive = jax.tree.map(lambda g1, g2: (1 - w) * g1 + w * g2, mf_grad, out.positive)
+    return out._replace(positive=positive), w
+
+
+def _e_step(cfg: _Config, rng_key, state: APCDState, params, batch, ids, mf_means) -> _EStep:
+    """Advance the batch's latent chains at :math:`\\theta_t` and move their running estimates by :math:`a(k)`."""
+    model, latent, stats = cfg.s.model, cfg.latent, cfg.stats
+    key_move, key_mf = jax.random.split(rng_key)
+    hs = {n: state.latent_chains[n][ids] for n in latent}  # (B, M, ...)
+    if mf_means is not None:  # H-APCD: a first visit starts from a draw of q_MF(h | v)
+        hs = _start_from_mean_field(model, key_mf, hs, mf_means, state.visits[ids] == 0)
+    hs = cfg.chains.move(key_move, params, batch, hs)
+    visits = state.visits[ids] + 1
+    a = stats.step_size(visits)
+    new = stats.mix(stats.fresh(params, batch, hs), jax.tree.map(lambda e: e[ids], state.estimates), a)
+    return _EStep(
+        stats.data_term(params, batch, new, hs),
+        {n: state.latent_chains[n].at[ids].set(hs[n]) for n in latent},
+        jax.tree.map(lambda e, x: e.at[ids].set(x), state.estimates, new),
+        state.visits.at[ids].set(visits),
+        jnp.mean(a),
+        jnp.mean(jax.vmap(lambda v, h: jax.vmap(lambda hh: model.energy(params, {**v, **hh}))(h))(batch, hs)),
+    )
+
+
+class _EStep(NamedTuple):
+    """What the E step of one update returns (the per-datum fields of the new state and two infos)."""
+
+    positive: Any
+    latent_chains: dict
+    estimates: Any
+    visits: jax.Array
+    estimate_step: jax.Array
+    latent_energy: jax.Array
+
+
+def _cond_like(pred, fn: Callable, otherwise: Any, operand: Any) -> Any:
+    """``fn(operand)`` if ``pred`` else ``otherwise`` (cast to ``fn``'s output types), as a ``lax.cond``."""
+    shape = jax.eval_shape(fn, operand)
+    skip = jax.tree.map(lambda sd, x: jnp.asarray(x).astype(sd.dtype), shape, otherwise)
+    return jax.lax.cond(pred, fn, lambda o: skip, operand)
+
+
+def _row_ids(model, visible, state: APCDState, batch: dict, index) -> jax.Array:
+    """Distinct-datum ids of the batch rows: from their row indices, else by hash lookup."""
+    if index is None:
+        return _lookup(state.hash_table, _codes(model, visible, batch))
+    return state.row_to_unique[jnp.asarray(index, jnp.int32)]
+
+
+def _resolve_estimate_step(estimate_step: Any) -> Callable:
+    """:math:`a(k)`: default :func:`power_decay`, a constant in (0, 1], or a callable."""
+    if estimate_step is None:
+        return power_decay(1.0, 2.0 / 3.0)
+    if callable(estimate_step):
+        return estimate_step
+    try:
+        const = float(estimate_step)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"`estimate_step` must be a float in (0, 1] or a callable, got {estimate_step!r}") from err
+    if not 0.0 < const <= 1.0:
+        raise ValueError(f"`estimate_step` must be in (0, 1], got {estimate_step!r}")
+    return lambda k: jnp.full(jnp.shape(k), const, jnp.float32)
+
+
+class _LatentChains(NamedTuple):
+    """``get(params) -> (init_fn, kernel_fn)`` on one latent configuration; ``move(key, params, batch, hs)``."""
+
+    get: Callable
+    move: Callable
+
+
+def _latent_chains(model, visible, latent_kernel: Any, num_latent_steps: int) -> _LatentChains:
+    """The transition of the latent chains clamped at their datum: ``num_latent_steps`` block-Gibbs
+    sweeps on the latent blocks, or a user pair run ``num_latent_steps`` times."""
+    built: dict[str, Any] = {}
     if latent_kernel is not None:
         if not (isinstance(latent_kernel, (tuple, list)) and len(latent_kernel) == 2 and all(map(callable, latent_kernel))):
             raise TypeError(
                 "`latent_kernel` must be None or a pair (init_fn, kernel_fn) acting on one latent configuration; "
                 f"got {latent_kernel!r}"
             )
-        built_latent["pair"] = tuple(latent_kernel)
+        built["pair"] = tuple(latent_kernel)
+    repeats = 1 if latent_kernel is None else num_latent_steps
 
-    def get_latent_kernel(params):
-        if "pair" not in built_latent:
+    def get(params):
+        if "pair" not in built:
             cond = conditional_model(model, visible, params, "block")
-            built_latent["pair"] = (gibbs_init, gibbs_build_kernel(cond, "block", num_latent_steps))
-        return built_latent["pair"]
+            built["pair"] = (gibbs.init, gibbs.build_kernel(cond, "block", num_latent_steps))
+        return built["pair"]
 
-    if model.has_structure:
-        get_latent_kernel(None)
-    if init_particles is not None:
-        init_particles = model.validate_state(init_particles, batch_ndim=1, argname="init_particles")
-        size = jax.tree.leaves(init_particles)[0].shape[0]
-        if size != num_particles:
-            raise ValueError(f"`init_particles` has {size} particles but `num_particles` is {num_particles}")
-
-    def per_datum_grad(params, v, hs):
-        """``(1/M) sum_m -dE/dtheta (v, h^m)`` for one datum (``hs`` has a leading chain axis)."""
-
-        def mean_energy(p):
-            return jnp.mean(jax.vmap(lambda h: model.energy(p, {**v, **h}))(hs))
-
-        return jax.grad(lambda p: -mean_energy(p))(params)
-
-    def zero_estimates(params, num):
-        if statistics == "gradient":
-            return jax.tree.map(lambda x: jnp.zeros((num,) + jnp.shape(x), jnp.result_type(x)), params)
-        dt = jnp.result_type(jax.tree.leaves(params)[0], jnp.float32)
-        return {n: jnp.zeros((num,) + model.variables[n].shape, dt) for n in latent}
-
-    def init(rng_key, params, data=None) -> APCDState:
-        check_params(model, params)
-        if data is None:
-            raise ValueError("apcd keeps per-datum state: `init(rng_key, params, data)` needs all the training data")
-        data = check_batch(model, visible, data, argname="data")
-        if not is_concrete(data):
-            raise ValueError("apcd.init needs concrete `data` (it builds the per-datum lookup on the host)")
-        get_latent_kernel(params)
-        kernel.get(params)
-        _, row_to_unique, table = _build_table(model, visible, data)
-        num = int(table[0].shape[0])
-        key_particles, key_chains = jax.random.split(rng_key)
-        particles = model.random_state(key_particles, num_particles) if init_particles is None else dict(init_particles)
-        keys = jax.random.split(key_chains, len(latent))
-        chains = {n: model.variables[n].random(k, (num, num_chains)) for k, n in zip(keys, latent)}
-        return APCDState(
-            params,
-            optimizer.init(params),
-            particles,
-            chains,
-            zero_estimates(params, num),
-            jnp.zeros((num,), jnp.int32),
-            jnp.asarray(row_to_unique),
-            table,
-            jnp.zeros((), jnp.int32),
-        )
-
-    def e_step(rng_key, state: APCDState, params, batch, ids, mf_means):
-        """Advance the batch's latent chains and update their running estimates."""
-        lat_init, lat_kernel = get_latent_kernel(params)
-        repeats = 1 if latent_kernel is None else num_latent_steps
-        chains = {n: state.latent_chains[n][ids] for n in latent}  # (B, M, ...)
-        visits = state.visits[ids] + 1
-        size = ids.shape[0]
-        key_move, key_mf = jax.random.split(rng_key)
-        if mf_means is not None:  # H-APCD: first visit starts from a draw of q_MF(h | v)
-            first = state.visits[ids] == 0
-            draws = {}
-            for n, k in zip(latent, jax.random.split(key_mf, len(latent))):
-                mu = mf_means[n][:, None]
-                d = model.variables[n]
-                u = jax.random.uniform(k, chains[n].shape, mu.dtype)
-                if d.values[0] < 0:  # spins: E[s] = mu -> p(+1) = (1 + mu) / 2
-                    val = jnp.where(u < (1 + mu) / 2, 1.0, -1.0)
-                else:
-                    val = (u < mu).astype(jnp.float32)
-                draws[n] = val.astype(chains[n].dtype)
-                mask = first.reshape((size,) + (1,) * (chains[n].ndim - 1))
-                chains[n] = jnp.where(mask, draws[n], chains[n])
+    def move(rng_key, params, batch, hs):
+        """Every chain of every datum of the batch (``hs``: ``(B, M, ...)``) takes its transitions."""
+        init_fn, kernel_fn = get(params)
 
         def move_one(key, v, h):
             def logdensity(hh):
                 return -model.energy(params, {**v, **hh})
 
             def body(ks, k):
-                return lat_kernel(k, ks, logdensity)[0], None
+                return kernel_fn(k, ks, logdensity)[0], None
 
-            ks, _ = jax.lax.scan(body, lat_init(h, logdensity), jax.random.split(key, repeats))
+            ks, _ = jax.lax.scan(body, init_fn(h, logdensity), jax.random.split(key, repeats))
             return ks.position
 
-        keys = jax.random.split(key_move, size * num_chains).reshape(size, num_chains)
-        chains = jax.vmap(lambda ks, v, hs: jax.vmap(lambda k, h: move_one(k, v, h))(ks, hs))(keys, batch, chains)
-        a = estimate_step(visits).astype(jnp.float32)
-        if statistics == "gradient":
-            fresh = jax.vmap(lambda v, hs: per_datum_grad(params, v, hs))(batch, chains)
-        else:
-            fresh = {n: jnp.mean(chains[n].astype(jnp.float32), axis=1) for n in latent}
-        old = jax.tree.map(lambda e: e[ids], state.estimates)
+        size, num_chains = jax.tree.leaves(hs)[0].shape[:2]
+        keys = jax.random.split(rng_key, size * num_chains).reshape(size, num_chains)
+        return jax.vmap(lambda ks, v, h: jax.vmap(lambda k, hh: move_one(k, v, hh))(ks, h))(keys, batch, hs)
 
-        def mix(o, f):
-            aa = a.reshape((size,) + (1,) * (o.ndim - 1)).astype(o.dtype)
+    if model.has_structure:
+        get(None)
+    return _LatentChains(get, move)
+
+
+class _RunningStatistics(NamedTuple):
+    """The per-datum running estimates :math:`\\hat\\phi^n` and the data term read from them.
+
+    zeros(params, num)
+        Initial estimates of ``num`` distinct data.
+    step_size(visits)
+        :math:`a(k)` of the visit counts.
+    fresh(params, batch, hs)
+        This visit's statistics from the chains.
+    mix(fresh, old, a)
+        :math:`(1 - a)\\, \\text{old} + a\\, \\text{fresh}`.
+    data_term(params, batch, estimates, hs)
+        The ascent direction's data term from the batch's new estimates.
+    """
+
+    zeros: Callable
+    step_size: Callable
+    fresh: Callable
+    mix: Callable
+    data_term: Callable
+
+
+def _running_statistics(model, latent, statistics: str, num_chains: int, estimate_step: Callable) -> _RunningStatistics:
+    """Running means of :math:`-\\partial_\\theta E` (``"gradient"``) or of the latent values (``"latent"``)."""
+
+    def mean_energy(p, v, hs):
+        return jnp.mean(jax.vmap(lambda h: model.energy(p, {**v, **h}))(hs))
+
+    def zeros(params, num):
+        if statistics == "gradient":
+            return jax.tree.map(lambda x: jnp.zeros((num,) + jnp.shape(x), jnp.result_type(x)), params)
+        dt = jnp.result_type(jax.tree.leaves(params)[0], jnp.float32)
+        return {n: jnp.zeros((num,) + model.variables[n].shape, dt) for n in latent}
+
+    def fresh(params, batch, hs):
+        if statistics == "gradient":  # (1/M) sum_m -dE/dtheta (v, h^m), per datum
+            return jax.vmap(lambda v, h: jax.grad(lambda p: -mean_energy(p, v, h))(params))(batch, hs)
+        return {n: jnp.mean(hs[n].astype(jnp.float32), axis=1) for n in latent}
+
+    def mix(new, old, a):
+        def one(o, f):
+            aa = a.reshape((a.shape[0],) + (1,) * (o.ndim - 1)).astype(o.dtype)
             return (1 - aa) * o + aa * f.astype(o.dtype)
 
-        new = jax.tree.map(mix, old, fresh)
+        return jax.tree.map(one, old, new)
+
+    def latent_surrogate(p, batch, hbar, hs):
+        """phi(v, hbar) plus M/(M-1) times the chains' spread around their mean (see the module docstring)."""
+
+        def one(v, hb, h):
+            at_mean = model.energy(p, {**v, **hb})
+            if num_chains == 1:
+                return at_mean
+            mean_h = {n: jnp.mean(h[n].astype(hb[n].dtype), axis=0) for n in latent}
+            corr = mean_energy(p, v, h) - model.energy(p, {**v, **mean_h})
+            return at_mean + num_chains / (num_chains - 1) * corr
+
+        return jnp.mean(jax.vmap(one)(batch, hbar, hs))
+
+    def data_term(params, batch, estimates, hs):
         if statistics == "gradient":
-            positive = jax.tree.map(lambda x: jnp.mean(x, axis=0), new)
-        else:
-            positive = latent_positive(params, batch, new, chains)
-        estimates = jax.tree.map(lambda e, x: e.at[ids].set(x), state.estimates, new)
-        latent_chains = {n: state.latent_chains[n].at[ids].set(chains[n]) for n in latent}
-        energy = jnp.mean(jax.vmap(lambda v, hs: jax.vmap(lambda h: model.energy(params, {**v, **h}))(hs))(batch, chains))
-        return positive, latent_chains, estimates, state.visits.at[ids].set(visits), jnp.mean(a), energy
+            return jax.tree.map(lambda x: jnp.mean(x, axis=0), estimates)
+        return jax.grad(lambda p: -latent_surrogate(p, batch, estimates, hs))(params)
 
-    def latent_positive(params, batch, hbar, chains):
-        def surrogate(p):
-            def one(v, hb, hs):
-                at_mean = model.energy(p, {**v, **hb})
-                if num_chains == 1:
-                    return at_mean
-                mean_h = {n: jnp.mean(hs[n].astype(hb[n].dtype), axis=0) for n in latent}
-                avg = jnp.mean(jax.vmap(lambda h: model.energy(p, {**v, **h}))(hs))
-                corr = avg - model.energy(p, {**v, **mean_h})
-                return at_mean + num_chains / (num_chains - 1) * corr
+    def step_size(visits):
+        return estimate_step(visits).astype(jnp.float32)
 
-            return jnp.mean(jax.vmap(one)(batch, hbar, chains))
+    return _RunningStatistics(zeros, step_size, fresh, mix, data_term)
 
-        return jax.grad(lambda p: -surrogate(p))(params)
 
-    def mf_positive(params, batch):
-        means, _ = jax.vmap(lambda v: mf_solve(params, v))(batch)
+class _MeanFieldTerm(NamedTuple):
+    """H-APCD: ``weight(step) -> w_t`` and ``positive(params, batch) -> (mean-field data term, means)``."""
+
+    weight: Callable
+    positive: Callable
+
+
+def _mean_field_term(model, visible, hybrid: bool, num_steps, hybrid_weight, mean_field_kwargs) -> _MeanFieldTerm | None:
+    """The mean-field half of H-APCD (``None`` without ``hybrid``)."""
+    if not isinstance(hybrid, bool):
+        raise TypeError(f"`hybrid` must be a bool, got {hybrid!r}")
+    if not hybrid:
+        if mean_field_kwargs is not None or hybrid_weight is not None:
+            raise ValueError("`mean_field_kwargs` and `hybrid_weight` only apply with hybrid=True")
+        return None
+    if hybrid_weight is None:
+        if num_steps is None:
+            raise ValueError("`hybrid=True` needs `num_steps` (the planned number of updates) or `hybrid_weight`")
+        total = check_positive_int(num_steps, "num_steps")
+
+        def hybrid_weight(t):
+            return jnp.clip(2.0 * jnp.asarray(t, jnp.float32) / total - 1.0, 0.0, 1.0)
+
+    elif not callable(hybrid_weight):
+        raise TypeError(f"`hybrid_weight` must be a callable step -> weight, got {type(hybrid_weight).__name__}")
+    solve = mean_field(model, visible, **(mean_field_kwargs or {}))
+
+    def positive(params, batch):
+        means, _ = jax.vmap(lambda v: solve(params, v))(batch)
 
         def mean_energy(p):
             return jnp.mean(jax.vmap(lambda v, m: model.energy(p, {**v, **m}))(batch, means))
 
         return jax.grad(lambda p: -mean_energy(p))(params), means
 
-    def step(rng_key, state: APCDState, batch) -> tuple[APCDState, APCDInfo]:
-        batch = dict(batch)
-        explicit = batch.pop(_INDEX_KEY, None)
-        batch = check_batch(model, visible, batch)
-        if explicit is None:
-            ids = _lookup(state.hash_table, _codes(model, visible, batch))
+    return _MeanFieldTerm(hybrid_weight, positive)
+
+
+def _start_from_mean_field(model, rng_key, hs: dict, means: dict, first: jax.Array) -> dict:
+    """Chains of data visited for the first time restart from a draw of :math:`q_{MF}(h \\mid v)`."""
+    out = {}
+    size = first.shape[0]
+    for n, key in zip(hs, jax.random.split(rng_key, len(hs))):
+        mu = means[n][:, None]
+        u = jax.random.uniform(key, hs[n].shape, mu.dtype)
+        if model.variables[n].values[0] < 0:  # spins: E[s] = mu -> p(+1) = (1 + mu) / 2
+            draw = jnp.where(u < (1 + mu) / 2, 1.0, -1.0)
         else:
-            ids = state.row_to_unique[jnp.asarray(explicit, jnp.int32)]
-        key_negative, key_positive = jax.random.split(rng_key)
-        params = state.params
-        frozen = jax.lax.stop_gradient(params)
-        particles, _ = advance(kernel, key_negative, state.particles, model.logdensity_fn(frozen), params, 1)
-        particle_energy, negative_grad = jax.value_and_grad(negative)(params, particles)
-
-        def run_apcd(operand):
-            mf_means = operand
-            return e_step(key_positive, state, frozen, batch, ids, mf_means)
-
-        if hybrid:
-            w = jnp.asarray(hybrid_weight(state.step), jnp.float32)
-            mf_grad, mf_means = mf_positive(frozen, batch)
-
-            def skip(operand):
-                del operand
-                zeros = jax.tree.map(jnp.zeros_like, mf_grad)
-                return zeros, state.latent_chains, state.estimates, state.visits, jnp.float32(0), jnp.float32(0)
-
-            out_shape = jax.eval_shape(run_apcd, mf_means)
-            ap_grad, chains, estimates, visits, a_mean, lat_energy = jax.lax.cond(
-                w > 0, run_apcd, lambda o: jax.tree.map(lambda s, x: x.astype(s.dtype), out_shape, skip(o)), mf_means
-            )
-            positive = jax.tree.map(lambda g1, g2: (1 - w) * g1 + w * g2, mf_grad, ap_grad)
-        else:
-            w = jnp.float32(1.0)
-            positive, chains, estimates, visits, a_mean, lat_energy = run_apcd(None)
-        ascent = jax.tree.map(jnp.add, positive, negative_grad)
-        new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-        new_state = APCDState(
-            new_params,
-            opt_state,
-            particles,
-            chains,
-            estimates,
-            visits,
-            state.row_to_unique,
-            state.hash_table,
-            state.step + 1,
-        )
-        info = APCDInfo(global_norm(ascent), particle_energy, a_mean, w, lat_energy)
-        return new_state, info
-
-    step.batch_index_key = _INDEX_KEY  # ui.fit passes the minibatch's row indices
-    return Learner(init, step, model, "h_apcd" if hybrid else "apcd", visible)
-
-
-def _default_optimizer(robbins_monro):
-    import optax
-
-    return optax.sgd(robbins_monro(1.0, 10.0))
+            draw = (u < mu).astype(jnp.float32)
+        mask = first.reshape((size,) + (1,) * (hs[n].ndim - 1))
+        out[n] = jnp.where(mask, draw.astype(hs[n].dtype), hs[n])
+    return out

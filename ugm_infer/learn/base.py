@@ -27,7 +27,6 @@ negated ascent direction.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -35,9 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from blackjax.base import SamplingAlgorithm
 
-__all__ = ["Learner", "resolve_visible", "global_norm"]
+from ugm_infer.latent import latent_names, resolve_visible
+
+__all__ = ["Learner", "apply_ascent", "global_norm", "latent_names", "resolve_visible"]
 
 
 class Learner(NamedTuple):
@@ -82,49 +82,54 @@ def check_positive_int(value: Any, argname: str) -> int:
     return int(value)
 
 
+def check_nonnegative_int(value: Any, argname: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"`{argname}` must be an int >= 0, got {value!r}")
+    return int(value)
+
+
+def _check_number(value: Any, argname: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"`{argname}` must be {what}, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def check_positive_float(value: Any, argname: str) -> float:
+    v = _check_number(value, argname, "a positive number")
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"`{argname}` must be a positive finite number, got {value!r}")
+    return v
+
+
+def check_nonnegative_float(value: Any, argname: str) -> float:
+    v = _check_number(value, argname, "a number >= 0")
+    if not (np.isfinite(v) and v >= 0):
+        raise ValueError(f"`{argname}` must be a finite number >= 0, got {value!r}")
+    return v
+
+
+def check_fraction(value: Any, argname: str, low: float, high: float, low_open: bool, high_open: bool) -> float:
+    """A float in an interval (host side); ``ValueError`` naming the argument otherwise."""
+    v = _check_number(value, argname, "a number")
+    lo_ok = v > low if low_open else v >= low
+    hi_ok = v < high if high_open else v <= high
+    if not (np.isfinite(v) and lo_ok and hi_ok):
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"`{argname}` must lie in {interval}, got {value!r}")
+    return v
+
+
+def check_bool(value: Any, argname: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"`{argname}` must be a bool, got {value!r}")
+    return value
+
+
 def check_model(model: Any) -> None:
     from ugm_infer.model import EnergyModel
 
     if not isinstance(model, EnergyModel):
         raise TypeError(f"`model` must be a ui.EnergyModel, got {type(model).__name__}")
-
-
-def resolve_visible(model: Any, visible: Any = None) -> tuple[str, ...]:
-    """The names of the visible (data) variables, in the model's declaration order.
-
-    ``visible=None`` means: the model's ``visible`` attribute if it has one, otherwise
-    every variable that the model does not sum out analytically (the keys of
-    ``model.free_energy_fns`` are latent, e.g. ``"h"`` of an RBM), i.e. all variables
-    of a fully visible model; a ``ValueError`` when that leaves nothing (a model with
-    free energies for every variable).  Pass ``visible=("v",)`` (names or one name)
-    to declare latent variables of a model without free energies.
-    """
-    if visible is None:
-        visible = getattr(model, "visible", None)
-        if visible is None:
-            visible = tuple(n for n in model.variables if n not in model.free_energy_fns)
-            if not visible:
-                raise ValueError(
-                    f"model '{model.name}' has free energies for every variable ({sorted(model.free_energy_fns)}), so "
-                    "the visible ones cannot be guessed: pass `visible=` (e.g. visible='v' for an RBM)"
-                )
-    if isinstance(visible, str):
-        visible = (visible,)
-    try:
-        names = tuple(visible)
-    except TypeError as err:
-        raise TypeError(f"`visible` must be a variable name or a sequence of names, got {visible!r}") from err
-    for n in names:
-        if not isinstance(n, str):
-            raise TypeError(f"`visible` must contain variable names (str), got {n!r}")
-    unknown = [n for n in names if n not in model.variables]
-    if unknown:
-        raise ValueError(f"`visible` names unknown variable(s) {unknown}; the model has {list(model.variables)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"`visible` lists a variable more than once: {list(names)}")
-    if not names:
-        raise ValueError("`visible` must name at least one variable (the data cannot be empty)")
-    return tuple(n for n in model.variables if n in names)
 
 
 def resolve_optimizer(optimizer: Any) -> optax.GradientTransformation:
@@ -225,128 +230,3 @@ def apply_ascent(optimizer: optax.GradientTransformation, ascent: Any, opt_state
     """One optax update along the ascent direction (optax minimises: pass ``-ascent``)."""
     updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, ascent), opt_state, params)
     return optax.apply_updates(params, updates), opt_state
-
-
-def mean_energy(model: Any, params: Any, states: dict) -> jax.Array:
-    """Average energy of a batch of configurations (leading axis)."""
-    return jnp.mean(model.energies(params, states))
-
-
-def energy_grad(model: Any, params: Any, states: dict) -> tuple[jax.Array, Any]:
-    """``(mean energy, d mean energy / d params)`` over a batch of configurations."""
-    return jax.value_and_grad(lambda p: mean_energy(model, p, states))(params)
-
-
-# ----------------------------------------------------------------------------------
-# kernels: ``(init_fn, kernel_fn)`` from what the user passed
-# ----------------------------------------------------------------------------------
-def _accepts_kwarg(fn: Callable, name: str) -> bool:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return False
-    return name in sig.parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
-
-
-def _builder_type():
-    from ugm_infer.learn.tempered import Builder
-
-    return Builder
-
-
-class LazyKernel:
-    """Turns a user's kernel argument into ``(init_fn, kernel_fn)``, built once.
-
-    Accepted forms (see :func:`ugm_infer.learn.sap`):
-
-    * ``None``: block Gibbs, ``ui.kernels.gibbs.build_kernel(model, "block", params=...)``;
-    * a kernel module-like object with ``.init`` and ``.build_kernel`` (e.g.
-      ``ui.kernels.gibbs``, ``ui.kernels.metropolis``): built as
-      ``build_kernel(model, params=params)`` when it takes ``params``, else
-      ``build_kernel(model)``;
-    * a pair ``(init_fn, kernel_fn)`` used as is.
-
-    Building can need parameters (block detection probes the energy), so it happens
-    at the first call with concrete parameters (``learner.init``), or at once when the
-    model already knows its structure or a pair was given.
-    """
-
-    def __init__(self, model: Any, kernel: Any, default: Callable | None = None):
-        self.model = model
-        self._built: tuple[Callable, Callable] | None = None
-        if kernel is None:
-            if default is None:
-                from ugm_infer.kernels import gibbs
-
-                def default(params):
-                    return gibbs.init, gibbs.build_kernel(model, "block", params=params)
-
-            self._builder = default
-        elif isinstance(kernel, _builder_type()):
-            self._builder = kernel.build
-        elif isinstance(kernel, SamplingAlgorithm):
-            raise TypeError(
-                "`kernel` is a SamplingAlgorithm, whose step is bound to one log-density; learners hand the kernel "
-                "the log-density of the current parameters at every step, so pass the kernel module (e.g. "
-                "ui.kernels.gibbs) or a pair (init_fn, kernel_fn) instead"
-            )
-        elif isinstance(kernel, (tuple, list)):
-            if len(kernel) != 2 or not all(callable(f) for f in kernel):
-                raise TypeError(
-                    "`kernel` as a pair must be (init_fn, kernel_fn): init_fn(position, logdensity_fn) -> state and "
-                    f"kernel_fn(rng_key, state, logdensity_fn) -> (state, info); got {kernel!r}"
-                )
-            self._built = (kernel[0], kernel[1])
-            self._builder = None
-        elif hasattr(kernel, "init") and hasattr(kernel, "build_kernel"):
-            build = kernel.build_kernel
-            init_fn = kernel.init
-            takes_params = _accepts_kwarg(build, "params")
-
-            def builder(params):
-                return init_fn, (build(model, params=params) if takes_params else build(model))
-
-            self._builder = builder
-        else:
-            raise TypeError(
-                "`kernel` must be None (block Gibbs), a kernel module with .init and .build_kernel "
-                "(e.g. ui.kernels.gibbs), or a pair (init_fn, kernel_fn); got "
-                f"{type(kernel).__name__}"
-            )
-        if self._built is None and getattr(model, "has_structure", False):
-            self.get(None)
-
-    def get(self, params: Any) -> tuple[Callable, Callable]:
-        if self._built is None:
-            if not self.model.has_structure and (params is None or not is_concrete(params)):
-                raise ValueError(
-                    f"the kernel for model '{self.model.name}' needs the model's blocks, which are probed from "
-                    "concrete parameters: call learner.init(rng_key, params) outside jit first, or declare blocks="
-                )
-            self._built = self._builder(params)
-        return self._built
-
-
-def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callable, params: Any, num_steps: int):
-    """Re-initialise the kernel at ``positions`` for ``logdensity_fn`` and run ``num_steps`` steps.
-
-    ``positions`` has a leading chain axis (vmapped).  Returns the new positions and
-    the kernel infos averaged over the steps (leading chain axis kept).
-    """
-    init_fn, kernel_fn = kernel.get(params)
-    num_chains = jax.tree.leaves(positions)[0].shape[0]
-
-    def one_chain(key, position):
-        state = init_fn(position, logdensity_fn)
-
-        def body(state, key_step):
-            return kernel_fn(key_step, state, logdensity_fn)
-
-        state, infos = jax.lax.scan(body, state, jax.random.split(key, num_steps))
-        if not hasattr(state, "position"):
-            raise TypeError(
-                f"the kernel state {type(state).__name__} has no `.position`; learners read the particles from it"
-            )
-        return state.position, jax.tree.map(lambda x: jnp.mean(jnp.asarray(x, jnp.float32), axis=0), infos)
-
-    return jax.vmap(one_chain)(jax.random.split(rng_key, num_chains), positions)

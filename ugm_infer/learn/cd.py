@@ -31,22 +31,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.learn.base import (
-    LazyKernel,
-    Learner,
-    advance,
-    apply_ascent,
-    check_batch,
-    check_data,
-    check_model,
-    check_params,
-    check_positive_int,
-    check_same_structure,
-    global_norm,
-    resolve_optimizer,
-    resolve_visible,
-)
-from ugm_infer.learn.phases import _latent_sampler, latent_names, resolve_negative_phase, resolve_positive_phase
+from ugm_infer.learn.base import Learner, check_positive_int, global_norm
+from ugm_infer.learn.particles import advance
+from ugm_infer.learn.phases import _latent_sampler, latent_names, resolve_negative_phase
+from ugm_infer.learn.skeleton import ascend, build, initial_step, setup, start
 
 __all__ = ["CDState", "CDInfo", "cd"]
 
@@ -114,45 +102,40 @@ def cd(
     -------
     A :class:`~ugm_infer.learn.Learner` with state :class:`CDState` and info :class:`CDInfo`.
     """
-    check_model(model)
+    s = setup(model, optimizer, visible=visible, positive_phase=positive_phase, kernel=kernel)
     k = check_positive_int(k, "k")
     latent_sweeps = check_positive_int(latent_sweeps, "latent_sweeps")
-    visible = resolve_visible(model, visible)
-    optimizer = resolve_optimizer(optimizer)
-    positive = resolve_positive_phase(model, visible, positive_phase)
-    negative = resolve_negative_phase(model, visible, negative_phase)
-    kernel = LazyKernel(model, kernel)
-    latent = latent_names(model, visible)
-    latent_get, latent_sample = _latent_sampler(model, visible, "block", latent_sweeps) if latent else (None, None)
+    negative = resolve_negative_phase(model, s.visible, negative_phase)
+    latent = latent_names(model, s.visible)
+    latent_get, latent_sample = _latent_sampler(model, s.visible, "block", latent_sweeps) if latent else (None, None)
 
-    def init(rng_key, params, data=None) -> CDState:
-        check_params(model, params)
-        data = check_data(model, visible, data)
-        kernel.get(params)
+    def init(rng_key, params, data) -> CDState:
         if latent:
             latent_get(params)
-        aux_state = positive.init(rng_key, params, data)
-        return CDState(params, optimizer.init(params), aux_state, jnp.zeros((), jnp.int32))
+        fresh = start(s, rng_key, params, data)
+        return CDState(params, fresh.opt_state, fresh.aux_state, initial_step())
+
+    def chains_from_data(rng_key, params, batch):
+        """One chain per datum, started at (v_n, h_0) with h_0 drawn given v_n."""
+        x0 = dict(batch)
+        if latent:
+            x0.update(latent_sample(rng_key, params, batch))
+        return {n: x0[n] for n in model.variables}
 
     def step(rng_key, state: CDState, batch) -> tuple[CDState, CDInfo]:
-        batch = check_batch(model, visible, batch)
         key_latent, key_chain, key_positive = jax.random.split(rng_key, 3)
         params = state.params
-        start = dict(batch)
-        if latent:
-            start.update(latent_sample(key_latent, params, batch))
-        start = {n: start[n] for n in model.variables}
-        logdensity_fn = model.logdensity_fn(jax.lax.stop_gradient(params))
-        samples, kernel_info = advance(kernel, key_chain, start, logdensity_fn, params, k)
-        positive_grad, aux_state = positive.update(key_positive, params, batch, state.aux_state)
-        check_same_structure(params, positive_grad, "the positive phase's gradient")
-        negative_grad = jax.grad(negative)(params, samples)
-        ascent = jax.tree.map(jnp.add, positive_grad, negative_grad)
-        new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-        changed = [jnp.mean((samples[n] != batch[n]).astype(jnp.float32)) for n in visible]
-        sizes = [model.variables[n].size for n in visible]
-        recon = sum(c * s for c, s in zip(changed, sizes)) / sum(sizes)
-        info = CDInfo(global_norm(ascent), recon, kernel_info)
-        return CDState(new_params, opt_state, aux_state, state.step + 1), info
+        x0 = chains_from_data(key_latent, params, batch)
+        x_k, kernel_info = advance(s.kernel, key_chain, x0, model.logdensity_fn(jax.lax.stop_gradient(params)), params, k)
+        new = ascend(s, key_positive, params, state.opt_state, state.aux_state, batch, jax.grad(negative)(params, x_k))
+        info = CDInfo(global_norm(new.direction), _reconstruction_error(model, s.visible, batch, x_k), kernel_info)
+        return CDState(new.params, new.opt_state, new.aux_state, state.step + 1), info
 
-    return Learner(init, step, model, "cd", visible)
+    return build(s, "cd", init, step)
+
+
+def _reconstruction_error(model, visible: tuple[str, ...], batch: dict, samples: dict) -> jax.Array:
+    """Fraction of visible sites whose value changed between the data and the chains' ends."""
+    changed = [jnp.mean((samples[n] != batch[n]).astype(jnp.float32)) for n in visible]
+    sizes = [model.variables[n].size for n in visible]
+    return sum(c * s for c, s in zip(changed, sizes)) / sum(sizes)

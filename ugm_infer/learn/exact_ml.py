@@ -22,29 +22,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.learn.base import (
-    Learner,
-    apply_ascent,
-    check_batch,
-    check_data,
-    check_model,
-    check_params,
-    global_norm,
-    is_concrete,
-    resolve_optimizer,
-    resolve_visible,
-)
+from ugm_infer.learn.base import Learner, check_batch, check_model, check_params, is_concrete, resolve_visible
 from ugm_infer.learn.phases import conditional_model, mean_free_energy, visible_free_energy
+from ugm_infer.learn.skeleton import ObjectiveState, objective_learner, setup
 
 __all__ = ["ExactMLState", "ExactMLInfo", "exact_ml", "exact_average_log_likelihood"]
 
 
-class ExactMLState(NamedTuple):
-    """State of :func:`exact_ml`: ``params``, optax ``opt_state``, ``step`` (int32)."""
-
-    params: Any
-    opt_state: Any
-    step: jax.Array
+ExactMLState = ObjectiveState  # the state of :func:`exact_ml`: params, opt_state, step
 
 
 class ExactMLInfo(NamedTuple):
@@ -120,23 +105,6 @@ def exact_ml(model, optimizer: Any = None, visible: Any = None) -> Learner:
     A :class:`~ugm_infer.learn.Learner` (state :class:`ExactMLState`, info
     :class:`ExactMLInfo`); ``step`` ignores its key.
     """
-    check_model(model)
-    visible = resolve_visible(model, visible)
-    optimizer = resolve_optimizer(optimizer)
-    prepare, objective = _objective(model, visible)
-
-    def init(rng_key, params, data=None) -> ExactMLState:
-        del rng_key
-        check_params(model, params)
-        check_data(model, visible, data)
-        prepare(params)
-        return ExactMLState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
-
-    def step(rng_key, state: ExactMLState, batch) -> tuple[ExactMLState, ExactMLInfo]:
-        del rng_key
-        batch = check_batch(model, visible, batch)
-        value, ascent = jax.value_and_grad(objective)(state.params, batch)
-        params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, state.params)
-        return ExactMLState(params, opt_state, state.step + 1), ExactMLInfo(global_norm(ascent), value)
-
-    return Learner(init, step, model, "exact_ml", visible)
+    s = setup(model, optimizer, visible=visible)
+    prepare, objective = _objective(model, s.visible)
+    return objective_learner(s, "exact_ml", objective, ExactMLState, ExactMLInfo, lambda params, data: prepare(params))

@@ -45,54 +45,35 @@ with connections to contrastive divergence. ICML (Algorithms 2-3, eqs. 10, 11, 1
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from blackjax.smc import resampling as smc_resampling
 
 from ugm_infer.learn.base import (
-    LazyKernel,
     Learner,
-    advance,
-    apply_ascent,
-    check_batch,
-    check_data,
-    check_model,
-    check_params,
-    check_positive_int,
-    check_same_structure,
-    global_norm,
-    resolve_optimizer,
-    resolve_visible,
-)
-from ugm_infer.learn.mcmc_mle import (
+    check_bool,
     check_fraction,
     check_positive_float,
-    ess_of,
-    normalize_log_weights,
-    validate_init_particles,
-    weighted_negative_phase,
-    zeros_like_shape,
+    check_positive_int,
+    global_norm,
 )
-from ugm_infer.learn.phases import resolve_negative_phase, resolve_positive_phase
+from ugm_infer.learn.particles import (
+    RESAMPLING,
+    advance,
+    ess_of,
+    resample,
+    resolve_resampling,
+    reweight,
+    run_if,
+    uniform_log_weights,
+)
+from ugm_infer.learn.phases import resolve_negative_phase, weighted_negative_phase
+from ugm_infer.learn.skeleton import ascend, build, initial_step, particle_setup, start
 
 __all__ = ["PFState", "PFInfo", "pf_mcmc_mle", "RESAMPLING"]
-
-RESAMPLING = {
-    "systematic": smc_resampling.systematic,
-    "stratified": smc_resampling.stratified,
-    "multinomial": smc_resampling.multinomial,
-    "residual": smc_resampling.residual,
-}
-
-
-def resolve_resampling(resampling: Any):
-    if callable(resampling):
-        return resampling
-    if resampling not in RESAMPLING:
-        raise ValueError(f"`resampling` must be one of {sorted(RESAMPLING)} or a callable, got {resampling!r}")
-    return RESAMPLING[resampling]
 
 
 class PFState(NamedTuple):
@@ -219,130 +200,136 @@ def pf_mcmc_mle(
     :math:`\\theta_t`, take the weighted gradient at :math:`\\theta_t`, move to
     :math:`\\theta_{t+1}`, then reweight by eq. 10/14.
     """
-    check_model(model)
-    num_particles = check_positive_int(num_particles, "num_particles")
-    ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
-    num_rejuvenation_steps = check_positive_int(num_rejuvenation_steps, "num_rejuvenation_steps")
-    num_burnin_steps = (
-        num_rejuvenation_steps if num_burnin_steps is None else check_positive_int(num_burnin_steps, "num_burnin_steps")
+    s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles)
+    config = _Config(
+        ess_threshold=check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False),
+        num_rejuvenation_steps=check_positive_int(num_rejuvenation_steps, "num_rejuvenation_steps"),
+        num_burnin_steps=_optional(check_positive_int, num_burnin_steps, "num_burnin_steps", num_rejuvenation_steps),
+        weight_temperature=check_positive_float(weight_temperature, "weight_temperature"),
+        max_updates=_optional(check_positive_int, max_updates_between_rejuvenation, "max_updates_between_rejuvenation"),
+        max_param_distance=_optional(check_positive_float, max_param_distance, "max_param_distance"),
+        resample_fn=resolve_resampling(resampling),
     )
-    weight_temperature = check_positive_float(weight_temperature, "weight_temperature")
-    if max_updates_between_rejuvenation is not None:
-        max_updates_between_rejuvenation = check_positive_int(
-            max_updates_between_rejuvenation, "max_updates_between_rejuvenation"
-        )
-    if max_param_distance is not None:
-        max_param_distance = check_positive_float(max_param_distance, "max_param_distance")
-    resample_fn = resolve_resampling(resampling)
-    if not isinstance(unit_weights, bool):
-        raise TypeError(f"`unit_weights` must be a bool, got {unit_weights!r}")
-    visible = resolve_visible(model, visible)
-    optimizer = resolve_optimizer(optimizer)
-    positive = resolve_positive_phase(model, visible, positive_phase)
-    weighted = weighted_negative_phase(model, visible, negative_phase)
-    unweighted = resolve_negative_phase(model, visible, negative_phase)
-    kernel = LazyKernel(model, kernel)
-    init_particles = validate_init_particles(model, init_particles, num_particles)
-    log_uniform = -jnp.log(jnp.float32(num_particles))
+    unit_weights = check_bool(unit_weights, "unit_weights")
+    if unit_weights:
+        step = _pcd_step(s, config, resolve_negative_phase(model, s.visible, negative_phase))
+    else:
+        step = _pf_step(s, config, weighted_negative_phase(model, s.visible, negative_phase))
 
-    def init(rng_key, params, data=None) -> PFState:
-        check_params(model, params)
-        data = check_data(model, visible, data)
-        key_particles, key_aux = jax.random.split(rng_key)
-        kernel.get(params)
-        if init_particles is None:
-            particles = model.random_state(key_particles, num_particles)
-        else:
-            particles = dict(init_particles)
-        if unit_weights:
-            log_w = jnp.zeros((num_particles,))
-        else:
-            if init_particles is None:
-                # Alg. 2 line 1: the particles start as MCMC draws from p(x; theta_0), not
-                # as uniform draws (those are draws of p(x; theta_0) only for a flat theta_0)
-                particles, _ = advance(
-                    kernel,
-                    jax.random.fold_in(key_particles, 1),
-                    particles,
-                    model.logdensity_fn(params),
-                    params,
-                    num_burnin_steps,
-                )
-            log_w = jnp.full((num_particles,), log_uniform)
-        aux = positive.init(key_aux, params, data)
-        zero = jnp.zeros((), jnp.int32)
-        return PFState(params, optimizer.init(params), particles, log_w, aux, zero, zero, zero, params)
+    init = functools.partial(_init, s, config, unit_weights)
+    return build(s, "pcd" if unit_weights else "pf_mcmc_mle", init, step)
+
+
+class _Config(NamedTuple):
+    ess_threshold: float
+    num_rejuvenation_steps: int
+    num_burnin_steps: int
+    weight_temperature: float
+    max_updates: int | None
+    max_param_distance: float | None
+    resample_fn: Callable
+
+
+def _init(s, config: _Config, unit_weights: bool, rng_key, params, data) -> PFState:
+    """Particles (Alg. 2 line 1: MCMC draws from :math:`p(x;\\theta_0)`) with uniform weights."""
+    fresh = start(s, rng_key, params, data)
+    particles = fresh.particles
+    if unit_weights:
+        log_w = jnp.zeros((s.num_particles,))
+    else:
+        if s.init_particles is None:
+            # uniform draws are draws of p(x; theta_0) only for a flat theta_0: move them first
+            key_burnin = jax.random.fold_in(fresh.particle_key, 1)
+            logdensity_fn = s.model.logdensity_fn(params)
+            particles, _ = advance(s.kernel, key_burnin, particles, logdensity_fn, params, config.num_burnin_steps)
+        log_w = uniform_log_weights(s.num_particles)
+    zero = initial_step()
+    return PFState(params, fresh.opt_state, particles, log_w, fresh.aux_state, zero, zero, zero, params)
+
+
+def _optional(check: Callable, value: Any, argname: str, default: Any = None) -> Any:
+    return default if value is None else check(value, argname)
+
+
+def _pcd_step(s, config: _Config, negative: Callable) -> Callable:
+    """Alg. 3: uniform weights, rejuvenation at every update; keys used as :func:`~ugm_infer.learn.sap` uses them."""
+    model = s.model
 
     def step(rng_key, state: PFState, batch) -> tuple[PFState, PFInfo]:
-        batch = check_batch(model, visible, batch)
-        # same split as sap: the move key is handed to `advance` unchanged
         key_move, key_positive = jax.random.split(rng_key)
         params = state.params
         fixed = jax.lax.stop_gradient(params)
         logdensity_fn = model.logdensity_fn(fixed)
-        positive_grad, aux_state = positive.update(key_positive, params, batch, state.aux_state)
-        check_same_structure(params, positive_grad, "the positive phase's gradient")
-        if unit_weights:
-            particles, kernel_info = advance(kernel, key_move, state.particles, logdensity_fn, fixed, num_rejuvenation_steps)
-            negative_grad = jax.grad(unweighted)(params, particles)
-            ascent = jax.tree.map(jnp.add, positive_grad, negative_grad)
-            new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-            info = PFInfo(global_norm(ascent), jnp.float32(num_particles), jnp.ones((), bool), kernel_info)
-            new_state = PFState(
-                new_params,
-                opt_state,
-                particles,
-                state.log_weights,
-                aux_state,
-                state.step + 1,
-                state.num_resampled + 1,
-                jnp.ones((), jnp.int32),
-                fixed,
-            )
-            return new_state, info
-
-        ess = ess_of(state.log_weights)
-        due = ess < ess_threshold * num_particles
-        # staleness safeguards (ours; see the module docstring): Python-level options,
-        # so with both None the traced computation is exactly Alg. 2's
-        if max_updates_between_rejuvenation is not None:
-            due = due | (state.updates_since_rejuvenation >= max_updates_between_rejuvenation)
-        if max_param_distance is not None:
-            drift = jax.tree.map(jnp.subtract, fixed, jax.lax.stop_gradient(state.anchor_params))
-            due = due | (global_norm(drift) > max_param_distance)
-        key_resample = jax.random.fold_in(key_move, 1)
-
-        def rejuvenate(operand):
-            particles, log_w = operand
-            idx = resample_fn(key_resample, jnp.exp(log_w), num_particles)
-            particles = jax.tree.map(lambda x: x[idx], particles)
-            particles, info = advance(kernel, key_move, particles, logdensity_fn, fixed, num_rejuvenation_steps)
-            return particles, jnp.full_like(log_w, log_uniform), info
-
-        info_shape = jax.eval_shape(lambda o: rejuvenate(o)[2], (state.particles, state.log_weights))
-        particles, log_w, kernel_info = jax.lax.cond(
-            due, rejuvenate, lambda o: (*o, zeros_like_shape(info_shape)), (state.particles, state.log_weights)
-        )
-        negative_grad = jax.grad(weighted)(params, particles, jnp.exp(log_w))
-        ascent = jax.tree.map(jnp.add, positive_grad, negative_grad)
-        new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-        # eq. 10 / 14: reweight along the parameter trail theta_t -> theta_{t+1}
-        delta = model.energies(jax.lax.stop_gradient(new_params), particles) - model.energies(fixed, particles)
-        log_w = normalize_log_weights(log_w - delta / weight_temperature)
-        info = PFInfo(global_norm(ascent), ess, due, kernel_info)
-        since = jnp.where(due, 1, state.updates_since_rejuvenation + 1).astype(jnp.int32)
-        anchor = jax.tree.map(lambda a, p: jnp.where(due, p, a), state.anchor_params, fixed)
+        num_steps = config.num_rejuvenation_steps
+        particles, kernel_info = advance(s.kernel, key_move, state.particles, logdensity_fn, fixed, num_steps)
+        negative_grad = jax.grad(negative)(params, particles)
+        new = ascend(s, key_positive, params, state.opt_state, state.aux_state, batch, negative_grad)
+        info = PFInfo(global_norm(new.direction), jnp.float32(s.num_particles), jnp.ones((), bool), kernel_info)
         new_state = PFState(
-            new_params,
-            opt_state,
+            new.params,
+            new.opt_state,
             particles,
-            log_w,
-            aux_state,
+            state.log_weights,
+            new.aux_state,
             state.step + 1,
-            state.num_resampled + due.astype(jnp.int32),
-            since,
-            anchor,
+            state.num_resampled + 1,
+            jnp.ones((), jnp.int32),
+            fixed,
         )
         return new_state, info
 
-    return Learner(init, step, model, "pcd" if unit_weights else "pf_mcmc_mle", visible)
+    return step
+
+
+def _rejuvenation_due(config: _Config, state: PFState, params: Any, ess: jax.Array, num_particles: int) -> jax.Array:
+    """ESS below the threshold (Alg. 2), or one of the optional staleness safeguards fired."""
+    due = ess < config.ess_threshold * num_particles
+    # Python-level options, so with both None the traced computation is exactly Alg. 2's
+    if config.max_updates is not None:
+        due = due | (state.updates_since_rejuvenation >= config.max_updates)
+    if config.max_param_distance is not None:
+        drift = jax.tree.map(jnp.subtract, params, jax.lax.stop_gradient(state.anchor_params))
+        due = due | (global_norm(drift) > config.max_param_distance)
+    return due
+
+
+def _pf_step(s, config: _Config, weighted: Callable) -> Callable:
+    """Alg. 2: test the ESS, maybe resample + rejuvenate, weighted gradient, reweight along the trail."""
+    model, num_particles = s.model, s.num_particles
+
+    def step(rng_key, state: PFState, batch) -> tuple[PFState, PFInfo]:
+        key_move, key_positive = jax.random.split(rng_key)
+        key_resample = jax.random.fold_in(key_move, 1)
+        params = state.params
+        fixed = jax.lax.stop_gradient(params)
+        logdensity_fn = model.logdensity_fn(fixed)
+        ess = ess_of(state.log_weights)
+        due = _rejuvenation_due(config, state, fixed, ess, num_particles)
+
+        def rejuvenate(operand):
+            particles = resample(key_resample, config.resample_fn, *operand)
+            num_steps = config.num_rejuvenation_steps
+            particles, info = advance(s.kernel, key_move, particles, logdensity_fn, fixed, num_steps)
+            return (particles, uniform_log_weights(num_particles)), info
+
+        (particles, log_w), kernel_info = run_if(due, rejuvenate, (state.particles, state.log_weights))
+        negative_grad = jax.grad(weighted)(params, particles, jnp.exp(log_w))
+        new = ascend(s, key_positive, params, state.opt_state, state.aux_state, batch, negative_grad)
+        # eq. 10 / 14: reweight along the parameter trail theta_t -> theta_{t+1}
+        energies_new = model.energies(jax.lax.stop_gradient(new.params), particles)
+        log_w = reweight(log_w, energies_new, model.energies(fixed, particles), config.weight_temperature)
+        info = PFInfo(global_norm(new.direction), ess, due, kernel_info)
+        new_state = PFState(
+            new.params,
+            new.opt_state,
+            particles,
+            log_w,
+            new.aux_state,
+            state.step + 1,
+            state.num_resampled + due.astype(jnp.int32),
+            jnp.where(due, 1, state.updates_since_rejuvenation + 1).astype(jnp.int32),
+            jax.tree.map(lambda a, p: jnp.where(due, p, a), state.anchor_params, fixed),
+        )
+        return new_state, info
+
+    return step

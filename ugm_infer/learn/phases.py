@@ -40,14 +40,20 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.learn.base import check_positive_int, is_concrete, resolve_visible
+from ugm_infer.kernels import gibbs
+from ugm_infer.latent import conditional_model, latent_names, resolve_visible
+from ugm_infer.learn.base import check_positive_int, is_concrete
 
 __all__ = [
     "PositivePhase",
+    "conditional_model",
     "free_energy_positive_phase",
+    "latent_names",
     "mc_positive_phase",
+    "resolve_negative_phase",
     "resolve_positive_phase",
     "visible_free_energy",
+    "weighted_negative_phase",
 ]
 
 
@@ -70,10 +76,6 @@ class PositivePhase(NamedTuple):
 def _no_aux(rng_key, params, data):
     del rng_key, params, data
     return ()
-
-
-def latent_names(model, visible: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(n for n in model.variables if n not in visible)
 
 
 def visible_free_energy(model, visible: tuple[str, ...]) -> Callable | None:
@@ -118,45 +120,8 @@ def free_energy_positive_phase(model, visible: Any = None) -> PositivePhase:
     return PositivePhase(_no_aux, update, "free_energy")
 
 
-def conditional_model(model, visible: tuple[str, ...], params: Any = None, scan: str = "block"):
-    """The model of the latent variables given the visibles, ``p(h | v)``.
-
-    An :class:`~ugm_infer.EnergyModel` over the latent variables whose parameters are
-    the pair ``(params, v)`` (``v`` one visible configuration) and whose energy is
-    ``E(params, (v, h))``.  Its blocks are the model's blocks restricted to the latent
-    sites (sites that are conditionally independent in the full model stay so given
-    the visibles), so block Gibbs keeps its parallel updates and exact enumeration can
-    sum non-interacting latents analytically.  Probing the model's structure needs
-    concrete ``params`` when the model declares none.
-    """
-    from ugm_infer.model import EnergyModel
-
-    latent = latent_names(model, visible)
-    if not model.has_structure:
-        if params is None or not is_concrete(params):
-            raise ValueError(
-                f"model '{model.name}' needs its blocks, which are probed from concrete parameters: "
-                "call learner.init(rng_key, params) outside jit first, or declare blocks="
-            )
-        model.detect_structure(params)
-    blocks = []
-    for block in model.blocks:
-        sel = {n: block.indices[n] for n in latent if n in block.indices}
-        if sel:
-            blocks.append(sel)
-    return EnergyModel(
-        lambda pv, h: model.energy(pv[0], {**pv[1], **h}),
-        {n: model.variables[n] for n in latent},
-        blocks if scan == "block" else None,
-        multilinear=model.multilinear,
-        name=f"{model.name}|{','.join(visible)}",
-    )
-
-
 def _latent_sampler(model, visible: tuple[str, ...], scan: str, num_sweeps: int):
     """Lazily built Gibbs kernel over the latent variables only (visibles clamped at the data)."""
-    from ugm_infer.kernels import gibbs
-
     latent = latent_names(model, visible)
     cache: dict[str, Callable] = {}
 
@@ -254,11 +219,11 @@ def resolve_positive_phase(model, visible: tuple[str, ...], positive_phase: Any)
     )
 
 
-def resolve_negative_phase(model, visible: tuple[str, ...], negative_phase: str) -> Callable:
-    """``mean_value(params, particles)`` whose gradient is the model term's negative.
+def particle_energies(model, visible: tuple[str, ...], negative_phase: str) -> Callable:
+    """``energies(params, particles) -> (num_particles,)``: what the particles contribute to the model term.
 
-    ``"energy"``: mean joint energy of the particles.  ``"free_energy"``: mean free
-    energy of their visible part (Rao-Blackwellised: the latents are summed out
+    ``"energy"``: the joint energy of each particle.  ``"free_energy"``: the free
+    energy of its visible part (Rao-Blackwellised: the latents are summed out
     analytically, which has lower variance and the same expectation).  ``"auto"``:
     ``"free_energy"`` when it is analytic and the model has latents, else ``"energy"``.
     """
@@ -271,7 +236,29 @@ def resolve_negative_phase(model, visible: tuple[str, ...], negative_phase: str)
             f"`negative_phase='free_energy'` needs an analytic free energy of {list(visible)}; "
             f"model '{model.name}' sums out {sorted(model.free_energy_fns)} but the latents are {list(latent)}"
         )
-    use_free = free_energy is not None and latent and negative_phase in ("auto", "free_energy")
-    if use_free:
-        return lambda params, particles: mean_free_energy(free_energy, params, {n: particles[n] for n in visible})
-    return lambda params, particles: jnp.mean(model.energies(params, particles))
+    if free_energy is not None and latent and negative_phase in ("auto", "free_energy"):
+        return lambda params, particles: jax.vmap(lambda v: free_energy(params, v))({n: particles[n] for n in visible})
+    return model.energies
+
+
+def resolve_negative_phase(model, visible: tuple[str, ...], negative_phase: str) -> Callable:
+    """``mean_value(params, particles)`` whose gradient is the model term's negative.
+
+    The mean of :func:`particle_energies` over equally weighted particles.
+    """
+    energies = particle_energies(model, visible, negative_phase)
+    return lambda params, particles: jnp.mean(energies(params, particles))
+
+
+def weighted_negative_phase(model, visible: tuple[str, ...], negative_phase: str) -> Callable:
+    """``value(params, particles, weights)``: weighted sum of :func:`particle_energies`.
+
+    Its gradient in ``params`` is :math:`\\sum_s w_s \\partial_\\theta E(x_s)`, the
+    negated model term of the ascent direction (the weights are not differentiated).
+    """
+    energies = particle_energies(model, visible, negative_phase)
+
+    def value(params, particles, weights):
+        return jnp.sum(jax.lax.stop_gradient(weights) * energies(params, particles))
+
+    return value

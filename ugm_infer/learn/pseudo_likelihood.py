@@ -27,27 +27,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.learn.base import (
-    Learner,
-    apply_ascent,
-    check_batch,
-    check_data,
-    check_model,
-    check_params,
-    global_norm,
-    resolve_optimizer,
-    resolve_visible,
-)
+from ugm_infer.learn.base import Learner, check_batch, check_model
+from ugm_infer.learn.skeleton import ObjectiveState, objective_learner, setup
 
 __all__ = ["PseudoLikelihoodState", "PseudoLikelihoodInfo", "pseudo_likelihood", "pseudo_log_likelihood"]
 
 
-class PseudoLikelihoodState(NamedTuple):
-    """State of :func:`pseudo_likelihood`: ``params``, optax ``opt_state``, ``step`` (int32)."""
-
-    params: Any
-    opt_state: Any
-    step: jax.Array
+PseudoLikelihoodState = ObjectiveState  # the state of :func:`pseudo_likelihood`: params, opt_state, step
 
 
 class PseudoLikelihoodInfo(NamedTuple):
@@ -126,25 +112,10 @@ def pseudo_likelihood(model, optimizer: Any = None, visible: Any = None) -> Lear
     :class:`PseudoLikelihoodInfo`) ascending the batch-average pseudo-log-likelihood;
     ``step`` ignores its key.
     """
-    check_model(model)
-    visible = resolve_visible(model, visible)
-    _check_fully_visible(model, visible)
-    optimizer = resolve_optimizer(optimizer)
+    s = setup(model, optimizer, visible=visible)
+    _check_fully_visible(model, s.visible)
 
     def objective(params, batch):
         return jnp.mean(jax.vmap(lambda x: _one_pll(model, params, x))(batch))
 
-    def init(rng_key, params, data=None) -> PseudoLikelihoodState:
-        del rng_key
-        check_params(model, params)
-        check_data(model, visible, data)
-        return PseudoLikelihoodState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
-
-    def step(rng_key, state: PseudoLikelihoodState, batch) -> tuple[PseudoLikelihoodState, PseudoLikelihoodInfo]:
-        del rng_key
-        batch = check_batch(model, visible, batch)
-        value, ascent = jax.value_and_grad(objective)(state.params, batch)
-        params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, state.params)
-        return PseudoLikelihoodState(params, opt_state, state.step + 1), PseudoLikelihoodInfo(global_norm(ascent), value)
-
-    return Learner(init, step, model, "pseudo_likelihood", visible)
+    return objective_learner(s, "pseudo_likelihood", objective, PseudoLikelihoodState, PseudoLikelihoodInfo)

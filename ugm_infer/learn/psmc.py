@@ -62,35 +62,23 @@ JRSS B 68(3), 411-436.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import blackjax
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.learn.base import (
-    LazyKernel,
-    Learner,
-    apply_ascent,
-    check_batch,
-    check_data,
-    check_model,
-    check_params,
-    check_positive_int,
-    check_same_structure,
-    global_norm,
-    resolve_optimizer,
-    resolve_visible,
-)
-from ugm_infer.learn.mcmc_mle import (
-    check_fraction,
+from ugm_infer.learn.base import Learner, check_fraction, check_positive_int, global_norm
+from ugm_infer.learn.particles import (
     ess_of,
     normalize_log_weights,
-    validate_init_particles,
-    weighted_negative_phase,
+    resample,
+    resolve_resampling,
+    uniform_log_weights,
 )
-from ugm_infer.learn.pf_mcmc_mle import resolve_resampling
-from ugm_infer.learn.phases import resolve_negative_phase, resolve_positive_phase
+from ugm_infer.learn.phases import resolve_negative_phase, weighted_negative_phase
+from ugm_infer.learn.skeleton import ascend, build, initial_step, particle_setup, start
 
 __all__ = ["PSMCState", "PSMCInfo", "psmc", "SMCLearnerState", "SMCLearnerInfo", "smc_learner", "bisect_delta"]
 
@@ -213,34 +201,66 @@ def psmc(
     visible, positive_phase, negative_phase, init_particles
         As in :func:`~ugm_infer.learn.sap`.
     """
-    check_model(model)
-    num_particles = check_positive_int(num_particles, "num_particles")
+    s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles)
     ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
     reinit_fraction = check_fraction(reinit_fraction, "reinit_fraction", 0.0, 1.0, False, True)
     max_bridges = check_positive_int(max_bridges, "max_bridges")
     resample_fn = resolve_resampling(resampling)
-    visible = resolve_visible(model, visible)
-    optimizer = resolve_optimizer(optimizer)
-    positive = resolve_positive_phase(model, visible, positive_phase)
-    negative = resolve_negative_phase(model, visible, negative_phase)
-    kernel = LazyKernel(model, kernel)
-    init_particles = validate_init_particles(model, init_particles, num_particles)
-    num_reinit = int(round(reinit_fraction * num_particles))
-    target_ess = ess_threshold * num_particles
+    negative = resolve_negative_phase(model, s.visible, negative_phase)
+    num_reinit = int(round(reinit_fraction * s.num_particles))
+    bridges = _bridges(s, ess_threshold * s.num_particles, max_bridges, resample_fn)
 
-    def init(rng_key, params, data=None) -> PSMCState:
-        check_params(model, params)
-        data = check_data(model, visible, data)
-        key_particles, key_aux = jax.random.split(rng_key)
-        kernel.get(params)
-        particles = model.random_state(key_particles, num_particles) if init_particles is None else dict(init_particles)
-        return PSMCState(
-            params, optimizer.init(params), particles, positive.init(key_aux, params, data), jnp.zeros((), jnp.int32)
-        )
+    def init(rng_key, params, data) -> PSMCState:
+        fresh = start(s, rng_key, params, data)
+        return PSMCState(params, fresh.opt_state, fresh.particles, fresh.aux_state, initial_step())
+
+    def step(rng_key, state: PSMCState, batch) -> tuple[PSMCState, PSMCInfo]:
+        key_bridges, key_positive, key_reinit, key_slots = jax.random.split(rng_key, 4)
+        params = state.params
+        # the gradient at theta_t from the equally weighted particles of p(x; theta_t)
+        negative_grad = jax.grad(negative)(params, state.particles)
+        new = ascend(s, key_positive, params, state.opt_state, state.aux_state, batch, negative_grad)
+        fixed = jax.lax.stop_gradient(params)
+        particles, log_w, fresh_ess = _reinitialise(model, key_slots, key_reinit, state.particles, fixed, num_reinit)
+        # bridges p_t^{1 - beta} p_{t+1}^beta from theta_t to theta_{t+1}
+        particles, count, min_ess, capped = bridges(key_bridges, particles, log_w, fixed, jax.lax.stop_gradient(new.params))
+        info = PSMCInfo(global_norm(new.direction), count, min_ess, capped, fresh_ess)
+        return PSMCState(new.params, new.opt_state, particles, new.aux_state, state.step + 1), info
+
+    return build(s, "psmc", init, step)
+
+
+def _reinitialise(model, key_slots, key_reinit, particles: dict, params, num_reinit: int):
+    """Replace ``num_reinit`` random slots by uniform draws; ``(particles, log weights, ESS of the fresh group)``.
+
+    The fresh group is a self-normalised importance sample from the uniform for
+    :math:`p(x;\\theta_t)`; the two groups are mixed in proportion to their effective
+    sizes (``n_kept`` vs ``ESS_fresh``, see the module docstring).
+    """
+    num_particles = jax.tree.leaves(particles)[0].shape[0]
+    if num_reinit == 0:
+        return particles, uniform_log_weights(num_particles), jnp.zeros(())
+    slots = jax.random.permutation(key_slots, num_particles)[:num_reinit]
+    fresh = model.random_state(key_reinit, num_reinit)
+    particles = jax.tree.map(lambda x, f: x.at[slots].set(f.astype(x.dtype)), particles, fresh)
+    log_fresh = normalize_log_weights(-model.energies(params, fresh))
+    fresh_ess = ess_of(log_fresh)
+    log_total = jnp.log(num_particles - num_reinit + fresh_ess)
+    log_w = jnp.full((num_particles,), -log_total).at[slots].set(jnp.log(fresh_ess) - log_total + log_fresh)
+    return particles, log_w, fresh_ess
+
+
+def _bridges(s, target_ess: float, max_bridges: int, resample_fn: Callable) -> Callable:
+    """``bridges(rng_key, particles, log_weights, params_old, params_new) -> (particles, count, min_ess, capped)``.
+
+    A ``lax.while_loop`` over bridges: reweight by the largest step keeping the
+    (conditional) ESS, resample, move every particle by one kernel step at the bridge.
+    """
+    model, num_particles = s.model, s.num_particles
 
     def bridges(rng_key, particles, log_weights, params_old, params_new):
-        init_fn, kernel_fn = kernel.get(params_old)
-        log_uniform = jnp.full((num_particles,), -jnp.log(jnp.float32(num_particles)))
+        init_fn, kernel_fn = s.kernel.get(params_old)
+        log_uniform = uniform_log_weights(num_particles)
 
         def cond(carry):
             return carry[3] < 1.0
@@ -248,16 +268,13 @@ def psmc(
         def body(carry):
             key, particles, log_w0, beta, count, min_ess, capped = carry
             key, key_resample, key_move = jax.random.split(key, 3)
-            e_old = model.energies(params_old, particles)
-            inc = -(model.energies(params_new, particles) - e_old)
+            inc = -(model.energies(params_new, particles) - model.energies(params_old, particles))
             remaining = 1.0 - beta
             last = count + 1 >= max_bridges
             delta = jnp.where(last, remaining, bisect_delta(inc, log_w0, remaining, target_ess))
             new_beta = jnp.where(delta >= remaining, 1.0, beta + delta)
             log_w = normalize_log_weights(log_w0 + delta * inc)
-            ess = ess_of(log_w)
-            idx = resample_fn(key_resample, jnp.exp(log_w), num_particles)
-            particles = jax.tree.map(lambda x: x[idx], particles)
+            particles = resample(key_resample, resample_fn, particles, log_w)
 
             def bridge_logdensity(x):
                 return -((1.0 - new_beta) * model.energy(params_old, x) + new_beta * model.energy(params_new, x))
@@ -267,48 +284,14 @@ def psmc(
 
             particles = jax.vmap(move)(jax.random.split(key_move, num_particles), particles)
             capped = capped | (last & (conditional_ess(log_w0, inc, delta) < target_ess))
-            return key, particles, log_uniform, new_beta, count + 1, jnp.minimum(min_ess, ess), capped
+            return key, particles, log_uniform, new_beta, count + 1, jnp.minimum(min_ess, ess_of(log_w)), capped
 
-        carry = (
-            rng_key,
-            particles,
-            log_weights,
-            jnp.zeros(()),
-            jnp.zeros((), jnp.int32),
-            jnp.float32(num_particles),
-            jnp.zeros((), bool),
-        )
+        zero = initial_step()
+        carry = (rng_key, particles, log_weights, jnp.zeros(()), zero, jnp.float32(num_particles), jnp.zeros((), bool))
         _, particles, _, _, count, min_ess, capped = jax.lax.while_loop(cond, body, carry)
         return particles, count, min_ess, capped
 
-    def step(rng_key, state: PSMCState, batch) -> tuple[PSMCState, PSMCInfo]:
-        batch = check_batch(model, visible, batch)
-        key_bridges, key_positive, key_reinit, key_slots = jax.random.split(rng_key, 4)
-        params = state.params
-        positive_grad, aux_state = positive.update(key_positive, params, batch, state.aux_state)
-        check_same_structure(params, positive_grad, "the positive phase's gradient")
-        negative_grad = jax.grad(negative)(params, state.particles)
-        ascent = jax.tree.map(jnp.add, positive_grad, negative_grad)
-        new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-        fixed = jax.lax.stop_gradient(params)
-        particles = state.particles
-        log_w = jnp.full((num_particles,), -jnp.log(jnp.float32(num_particles)))
-        fresh_ess = jnp.zeros(())
-        if num_reinit > 0:
-            slots = jax.random.permutation(key_slots, num_particles)[:num_reinit]
-            fresh = model.random_state(key_reinit, num_reinit)
-            particles = jax.tree.map(lambda x, f: x.at[slots].set(f.astype(x.dtype)), particles, fresh)
-            # fresh group: self-normalised importance weights uniform -> p(x; theta_t); the two
-            # groups are mixed in proportion to their effective sizes (n_kept vs ESS_fresh)
-            log_fresh = normalize_log_weights(-model.energies(fixed, fresh))
-            fresh_ess = ess_of(log_fresh)
-            log_total = jnp.log(num_particles - num_reinit + fresh_ess)
-            log_w = jnp.full((num_particles,), -log_total).at[slots].set(jnp.log(fresh_ess) - log_total + log_fresh)
-        particles, count, min_ess, capped = bridges(key_bridges, particles, log_w, fixed, jax.lax.stop_gradient(new_params))
-        info = PSMCInfo(global_norm(ascent), count, min_ess, capped, fresh_ess)
-        return PSMCState(new_params, opt_state, particles, aux_state, state.step + 1), info
-
-    return Learner(init, step, model, "psmc", visible)
+    return bridges
 
 
 # ----------------------------------------------------------------------------------
@@ -363,31 +346,22 @@ def smc_learner(
     :math:`-\\partial_\\theta E`.  No particle persists between updates.  Arguments as
     in :func:`psmc`.
     """
-    check_model(model)
-    num_particles = check_positive_int(num_particles, "num_particles")
+    s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, None)
     ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
     num_mcmc_steps = check_positive_int(num_mcmc_steps, "num_mcmc_steps")
     max_bridges = check_positive_int(max_bridges, "max_bridges")
     resample_fn = resolve_resampling(resampling)
-    visible = resolve_visible(model, visible)
-    optimizer = resolve_optimizer(optimizer)
-    positive = resolve_positive_phase(model, visible, positive_phase)
-    weighted = weighted_negative_phase(model, visible, negative_phase)
-    kernel = LazyKernel(model, kernel)
+    weighted = weighted_negative_phase(model, s.visible, negative_phase)
     log_num_states = sum(d.size * jnp.log(float(d.num_states)) for d in model.variables.values())
 
-    def init(rng_key, params, data=None) -> SMCLearnerState:
-        check_params(model, params)
-        data = check_data(model, visible, data)
-        key_particles, key_aux = jax.random.split(rng_key)
-        kernel.get(params)
-        particles = model.random_state(key_particles, num_particles)
-        log_w = jnp.full((num_particles,), -jnp.log(jnp.float32(num_particles)))
-        aux = positive.init(key_aux, params, data)
-        return SMCLearnerState(params, optimizer.init(params), particles, log_w, aux, jnp.zeros((), jnp.int32))
+    def init(rng_key, params, data) -> SMCLearnerState:
+        fresh = start(s, rng_key, params, data)
+        log_w = uniform_log_weights(s.num_particles)
+        return SMCLearnerState(params, fresh.opt_state, fresh.particles, log_w, fresh.aux_state, initial_step())
 
     def run_smc(rng_key, params):
-        init_fn, kernel_fn = kernel.get(params)
+        """Adaptive tempered SMC from the uniform to p(x; theta): particles, weights, steps, log Z, capped."""
+        init_fn, kernel_fn = s.kernel.get(params)
         smc = blackjax.adaptive_tempered_smc(
             lambda x: jnp.zeros(()),
             lambda x: -model.energy(params, x),
@@ -399,7 +373,7 @@ def smc_learner(
             num_mcmc_steps=num_mcmc_steps,
         )
         key_init, key_run = jax.random.split(rng_key)
-        smc_state = smc.init(model.random_state(key_init, num_particles))
+        smc_state = smc.init(model.random_state(key_init, s.num_particles))
         smc_state = smc_state._replace(tempering_param=jnp.asarray(smc_state.tempering_param, jnp.float32))
 
         def cond(carry):
@@ -411,21 +385,17 @@ def smc_learner(
             st, info = smc.step(sub, st)
             return key, st, count + 1, log_z + info.log_likelihood_increment
 
-        _, st, count, log_z = jax.lax.while_loop(cond, body, (key_run, smc_state, jnp.zeros((), jnp.int32), jnp.zeros(())))
+        _, st, count, log_z = jax.lax.while_loop(cond, body, (key_run, smc_state, initial_step(), jnp.zeros(())))
         return st.particles, st.weights, count, log_z + log_num_states, st.tempering_param < 1.0
 
     def step(rng_key, state: SMCLearnerState, batch) -> tuple[SMCLearnerState, SMCLearnerInfo]:
-        batch = check_batch(model, visible, batch)
         key_smc, key_positive = jax.random.split(rng_key)
         params = state.params
         particles, weights, count, log_z, capped = run_smc(key_smc, jax.lax.stop_gradient(params))
         log_w = normalize_log_weights(jnp.log(weights))
-        positive_grad, aux_state = positive.update(key_positive, params, batch, state.aux_state)
-        check_same_structure(params, positive_grad, "the positive phase's gradient")
         negative_grad = jax.grad(weighted)(params, particles, jnp.exp(log_w))
-        ascent = jax.tree.map(jnp.add, positive_grad, negative_grad)
-        new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-        info = SMCLearnerInfo(global_norm(ascent), count, ess_of(log_w), log_z, capped)
-        return SMCLearnerState(new_params, opt_state, particles, log_w, aux_state, state.step + 1), info
+        new = ascend(s, key_positive, params, state.opt_state, state.aux_state, batch, negative_grad)
+        info = SMCLearnerInfo(global_norm(new.direction), count, ess_of(log_w), log_z, capped)
+        return SMCLearnerState(new.params, new.opt_state, particles, log_w, new.aux_state, state.step + 1), info
 
-    return Learner(init, step, model, "smc", visible)
+    return build(s, "smc", init, step)

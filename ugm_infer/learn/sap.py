@@ -16,6 +16,27 @@ the likelihood under regularity conditions (Younes 1988; 1999).  With Gibbs samp
 as :math:`T` this is persistent contrastive divergence (Tieleman 2008), see
 :func:`pcd`; with tempered transitions it is Trans-SAP (Salakhutdinov 2009).
 
+Plugging a kernel
+-----------------
+The ``kernel`` argument of :func:`sap` takes three forms:
+
+* ``None`` (default): block Gibbs,
+  ``ui.kernels.gibbs.build_kernel(model, "block", params=<init params>)``;
+* a kernel module with ``.init`` and ``.build_kernel`` (``ui.kernels.gibbs``,
+  ``ui.kernels.metropolis``, ...), built as ``build_kernel(model, params=...)``
+  (or ``build_kernel(model)`` if it takes no ``params``) with its defaults;
+* a pair ``(init_fn, kernel_fn)``: ``init_fn(position, logdensity_fn) -> kernel_state``
+  and ``kernel_fn(rng_key, kernel_state, logdensity_fn) -> (kernel_state, info)``,
+  both for ONE particle (the learner vmaps them), where ``position`` is a state dict
+  ``{name: array}`` of all variables, ``kernel_state`` is a NamedTuple with a
+  ``.position`` field and ``info`` a NamedTuple of arrays, and the kernel leaves
+  ``exp(logdensity_fn(x))`` invariant.  E.g. ``(ui.kernels.gibbs.init,
+  ui.kernels.gibbs.build_kernel(model, "systematic", num_sweeps=2))``.
+
+Tempered kernels plug in the same way (:mod:`ugm_infer.learn.particles`:
+:class:`~ugm_infer.learn.Persistent` parallel tempering, an
+:class:`~ugm_infer.learn.Alternate` schedule of Gibbs and tempered transitions).
+
 References
 ----------
 Younes, L. (1988). Estimation and annealing for Gibbsian fields. Annales de l'IHP
@@ -30,29 +51,26 @@ NIPS 22 (Algorithm 1).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
-from ugm_infer.learn.base import (
-    LazyKernel,
-    Learner,
+from ugm_infer.learn.base import Learner, check_model, check_positive_int, global_norm
+from ugm_infer.learn.particles import (
+    Alternate,
+    AlternateInfo,
+    Persistent,
     advance,
-    apply_ascent,
-    check_batch,
-    check_data,
-    check_model,
-    check_params,
-    check_positive_int,
-    check_same_structure,
-    global_norm,
-    resolve_optimizer,
-    resolve_visible,
+    advance_persistent,
+    check_alternate,
+    gibbs_builder,
+    resolve_kernel,
+    run_if,
 )
-from ugm_infer.learn.phases import resolve_negative_phase, resolve_positive_phase
-from ugm_infer.learn.tempered import Alternate, Persistent
+from ugm_infer.learn.phases import resolve_negative_phase
+from ugm_infer.learn.skeleton import NO_KERNEL, ascend, build, initial_step, particle_setup, start
 
 __all__ = ["AlternateInfo", "SAPState", "SAPInfo", "sap", "pcd"]
 
@@ -82,22 +100,6 @@ class SAPState(NamedTuple):
     aux_state: Any
     step: jax.Array
     kernel_state: Any = ()
-
-
-class AlternateInfo(NamedTuple):
-    """Kernel info of an :class:`~ugm_infer.learn.Alternate` schedule.
-
-    base
-        Info of the base kernel (every update).
-    extra
-        Info of the extra kernel (zeros on updates where it did not run).
-    extra_ran
-        Whether the extra kernel ran on this update.
-    """
-
-    base: Any
-    extra: Any
-    extra_ran: jax.Array
 
 
 class SAPInfo(NamedTuple):
@@ -139,26 +141,12 @@ def sap(
     model
         The :class:`~ugm_infer.EnergyModel` to fit.
     kernel
-        The transition operator of the persistent particles, in any of three forms:
-
-        * ``None`` (default): block Gibbs,
-          ``ui.kernels.gibbs.build_kernel(model, "block", params=<init params>)``;
-        * a kernel module with ``.init`` and ``.build_kernel`` (``ui.kernels.gibbs``,
-          ``ui.kernels.metropolis``, ...), built as ``build_kernel(model, params=...)``
-          (or ``build_kernel(model)`` if it takes no ``params``) with its defaults;
-        * a pair ``(init_fn, kernel_fn)`` -- **how to plug your own kernel**:
-          ``init_fn(position, logdensity_fn) -> kernel_state`` and
-          ``kernel_fn(rng_key, kernel_state, logdensity_fn) -> (kernel_state, info)``,
-          both for ONE particle (the learner vmaps them), where ``position`` is a
-          state dict ``{name: array}`` of all variables, ``kernel_state`` is a
-          NamedTuple with a ``.position`` field and ``info`` a NamedTuple of arrays,
-          and the kernel leaves ``exp(logdensity_fn(x))`` invariant.  E.g.
-          ``(ui.kernels.gibbs.init, ui.kernels.gibbs.build_kernel(model, "systematic",
-          num_sweeps=2))``.
-
-        Each update re-initialises the kernel state with
-        ``init_fn(position, logdensity_fn)`` for the **current** parameters (so
-        cached log-densities are never stale; only positions persist) and runs
+        The transition operator of the persistent particles: ``None`` (default, block
+        Gibbs), a kernel module with ``.init`` and ``.build_kernel``
+        (``ui.kernels.metropolis``, ...), or a pair ``(init_fn, kernel_fn)`` for ONE
+        particle (see *Plugging a kernel* above).  Each update re-initialises the kernel
+        state with ``init_fn(position, logdensity_fn)`` for the **current** parameters
+        (so cached log-densities are never stale; only positions persist) and runs
         ``num_steps_per_update`` kernel steps.
     optimizer
         An optax ``GradientTransformation``; default ``optax.sgd(learning_rate=0.01)``.
@@ -214,104 +202,92 @@ def sap(
     >>> data = {"s": model.random_state(jax.random.key(2), 32)["s"]}
     >>> state, info = jax.jit(learner.step)(jax.random.key(3), state, data)
     """
-    check_model(model)
-    num_particles = check_positive_int(num_particles, "num_particles")
-    num_steps_per_update = check_positive_int(num_steps_per_update, "num_steps_per_update")
-    visible = resolve_visible(model, visible)
-    optimizer = resolve_optimizer(optimizer)
-    positive = resolve_positive_phase(model, visible, positive_phase)
-    negative = resolve_negative_phase(model, visible, negative_phase)
-    alternate = kernel if isinstance(kernel, Alternate) else None
-    if alternate is not None:
-        every = check_positive_int(alternate.every, "Alternate.every")
-        start = alternate.start
-        if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
-            raise ValueError(f"`Alternate.start` must be an int >= 0, got {start!r}")
-        kernel = LazyKernel(model, alternate.base)
-        extra_kernel = LazyKernel(model, alternate.extra)
-    else:
-        kernel = LazyKernel(model, kernel)
-    if init_particles is not None:
-        init_particles = model.validate_state(init_particles, batch_ndim=1, argname="init_particles")
-        size = jax.tree.leaves(init_particles)[0].shape[0]
-        if size != num_particles:
-            raise ValueError(f"`init_particles` has {size} particles but `num_particles` is {num_particles}")
+    plain = NO_KERNEL if isinstance(kernel, Alternate) else kernel
+    s = particle_setup(model, plain, optimizer, num_particles, visible, positive_phase, init_particles)
+    num_steps = check_positive_int(num_steps_per_update, "num_steps_per_update")
+    mover = _mover(model, kernel, s, num_steps)
+    step = functools.partial(_step, s, mover, resolve_negative_phase(model, s.visible, negative_phase))
+    return build(s, name, functools.partial(_init, s, mover), step)
 
-    def init(rng_key, params, data=None) -> SAPState:
-        check_params(model, params)
-        data = check_data(model, visible, data)
-        key_particles, key_aux = jax.random.split(rng_key)
-        built = kernel.get(params)
-        if alternate is not None:
-            if isinstance(built, Persistent) or isinstance(extra_kernel.get(params), Persistent):
-                raise ValueError("an Alternate schedule needs position-only kernels, not Persistent ones")
-        if init_particles is None:
-            particles = model.random_state(key_particles, num_particles)
-        else:
-            particles = dict(init_particles)
-        kernel_state = ()
+
+def _init(s, mover: _Mover, rng_key, params, data) -> SAPState:
+    """Initial particles (and kernel states of a persistent kernel), positive-phase and optimizer states."""
+    fresh = start(s, rng_key, params, data)
+    particles, kernel_state = mover.init(params, fresh.particles)
+    return SAPState(params, fresh.opt_state, particles, fresh.aux_state, initial_step(), kernel_state)
+
+
+def _step(s, mover: _Mover, negative: Callable, rng_key, state: SAPState, batch) -> tuple[SAPState, SAPInfo]:
+    """One SAP update (Salakhutdinov 2009, Algorithm 1)."""
+    key_negative, key_positive = jax.random.split(rng_key)
+    params = state.params
+    # 1. x_{t+1} ~ T_theta_t(x_t, .): move the particles at the current parameters
+    logdensity_fn = s.model.logdensity_fn(jax.lax.stop_gradient(params))
+    particles, kernel_info, kernel_state = mover.move(key_negative, state, logdensity_fn)
+    # 2. theta_{t+1} = theta_t + alpha_t (data term - model term at the moved particles)
+    particle_energy, negative_grad = jax.value_and_grad(negative)(params, particles)
+    new = ascend(s, key_positive, params, state.opt_state, state.aux_state, batch, negative_grad)
+    info = SAPInfo(global_norm(new.direction), particle_energy, kernel_info)
+    return SAPState(new.params, new.opt_state, particles, new.aux_state, state.step + 1, kernel_state), info
+
+
+class _Mover(NamedTuple):
+    """How SAP starts and moves its particles for one kind of kernel argument.
+
+    ``init(params, particles) -> (particles, kernel_state)``;
+    ``move(rng_key, state, logdensity_fn) -> (particles, kernel_info, kernel_state)``.
+    """
+
+    init: Callable
+    move: Callable
+
+
+def _mover(model, kernel: Any, s, num_steps: int) -> _Mover:
+    """The particle moves of :func:`sap` for a plain, :class:`Persistent` or :class:`Alternate` kernel."""
+    if isinstance(kernel, Alternate):
+        return _alternate_mover(model, kernel, s, num_steps)
+    lazy = s.kernel
+
+    def init(params, particles):
+        built = lazy.get(params)
+        if not isinstance(built, Persistent):
+            return particles, ()
+        logdensity_fn = model.logdensity_fn(params)
+        kernel_state = jax.vmap(lambda x: built.init(x, logdensity_fn))(particles)
+        return jax.vmap(built.sample)(kernel_state), kernel_state
+
+    def move(rng_key, state, logdensity_fn):
+        built = lazy.get(state.params)
         if isinstance(built, Persistent):
-            logdensity_fn = model.logdensity_fn(params)
-            kernel_state = jax.vmap(lambda x: built.init(x, logdensity_fn))(particles)
-            particles = jax.vmap(built.sample)(kernel_state)
-        aux_state = positive.init(key_aux, params, data)
-        return SAPState(params, optimizer.init(params), particles, aux_state, jnp.zeros((), jnp.int32), kernel_state)
+            return advance_persistent(built, rng_key, state.kernel_state, logdensity_fn, num_steps)
+        particles, info = advance(lazy, rng_key, state.particles, logdensity_fn, state.params, num_steps)
+        return particles, info, ()
 
-    def move(rng_key, state: SAPState, logdensity_fn):
-        """Advance the particles with the kernel (schedule) at the current parameters."""
+    return _Mover(init, move)
+
+
+def _alternate_mover(model, alternate: Alternate, s, num_steps: int) -> _Mover:
+    """``extra`` once on updates ``start, start + every, ...``, then ``num_steps`` steps of ``base``."""
+    every, first = check_alternate(alternate)
+    base = resolve_kernel(model, alternate.base)
+    extra = resolve_kernel(model, alternate.extra)
+
+    def init(params, particles):
+        if isinstance(base.get(params), Persistent) or isinstance(extra.get(params), Persistent):
+            raise ValueError("an Alternate schedule needs position-only kernels, not Persistent ones")
+        return particles, ()
+
+    def move(rng_key, state, logdensity_fn):
         params = state.params
-        built = kernel.get(params)
-        if isinstance(built, Persistent):
-            return _advance_persistent(built, rng_key, state.kernel_state, logdensity_fn, num_steps_per_update)
-        if alternate is None:
-            particles, info = advance(kernel, rng_key, state.particles, logdensity_fn, params, num_steps_per_update)
-            return particles, info, ()
         key_extra, key_base = jax.random.split(rng_key)
-
-        def run_extra(particles):
-            return advance(extra_kernel, key_extra, particles, logdensity_fn, params, 1)
-
-        extra_shape = jax.eval_shape(lambda p: run_extra(p)[1], state.particles)
-        due = (state.step >= start) & ((state.step - start) % every == 0)
-        particles, extra_info = jax.lax.cond(
-            due,
-            run_extra,
-            lambda p: (p, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), extra_shape)),
-            state.particles,
+        due = (state.step >= first) & ((state.step - first) % every == 0)
+        particles, extra_info = run_if(
+            due, lambda p: advance(extra, key_extra, p, logdensity_fn, params, 1), state.particles
         )
-        particles, base_info = advance(kernel, key_base, particles, logdensity_fn, params, num_steps_per_update)
+        particles, base_info = advance(base, key_base, particles, logdensity_fn, params, num_steps)
         return particles, AlternateInfo(base_info, extra_info, due), ()
 
-    def step(rng_key, state: SAPState, batch) -> tuple[SAPState, SAPInfo]:
-        batch = check_batch(model, visible, batch)
-        key_negative, key_positive = jax.random.split(rng_key)
-        params = state.params
-        logdensity_fn = model.logdensity_fn(jax.lax.stop_gradient(params))
-        particles, kernel_info, kernel_state = move(key_negative, state, logdensity_fn)
-        positive_grad, aux_state = positive.update(key_positive, params, batch, state.aux_state)
-        check_same_structure(params, positive_grad, "the positive phase's gradient")
-        particle_energy, negative_grad = jax.value_and_grad(negative)(params, particles)
-        ascent = jax.tree.map(jnp.add, positive_grad, negative_grad)
-        new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-        info = SAPInfo(global_norm(ascent), particle_energy, kernel_info)
-        return SAPState(new_params, opt_state, particles, aux_state, state.step + 1, kernel_state), info
-
-    return Learner(init, step, model, name, visible)
-
-
-def _advance_persistent(kernel: Persistent, rng_key, kernel_states, logdensity_fn, num_steps: int):
-    """Run a persistent kernel ``num_steps`` steps on every particle (vmapped)."""
-    num = jax.tree.leaves(kernel_states)[0].shape[0]
-
-    def one_chain(key, kernel_state):
-        def body(ks, key_step):
-            return kernel.step(key_step, ks, logdensity_fn)
-
-        kernel_state, infos = jax.lax.scan(body, kernel_state, jax.random.split(key, num_steps))
-        return kernel_state, jax.tree.map(lambda x: jnp.mean(jnp.asarray(x, jnp.float32), axis=0), infos)
-
-    kernel_states, infos = jax.vmap(one_chain)(jax.random.split(rng_key, num), kernel_states)
-    return jax.vmap(kernel.sample)(kernel_states), infos, kernel_states
+    return _Mover(init, move)
 
 
 def pcd(
@@ -334,23 +310,10 @@ def pcd(
     ``"random"``) of every persistent particle per update ("PCD-k").  See :func:`sap`
     for the other arguments.
     """
-    from ugm_infer.kernels import gibbs
-
     check_model(model)
-    num_sweeps = check_positive_int(num_sweeps, "num_sweeps")
-    if scan not in ("block", "systematic", "random"):
-        raise ValueError(f"`scan` must be 'block', 'systematic' or 'random', got {scan!r}")
-
-    class _Gibbs:
-        init = staticmethod(gibbs.init)
-
-        @staticmethod
-        def build_kernel(model, params=None):
-            return gibbs.build_kernel(model, scan, num_sweeps, params=params)
-
     return sap(
         model,
-        _Gibbs,
+        gibbs_builder(model, scan, num_sweeps),
         optimizer,
         num_particles,
         visible=visible,

@@ -79,11 +79,11 @@ from ugm_infer.learn.base import (
     Learner,
     apply_ascent,
     check_batch,
+    check_nonnegative_float,
     check_positive_int,
     global_norm,
-    resolve_optimizer,
 )
-from ugm_infer.learn.base import check_params as _check_learn_params
+from ugm_infer.learn.skeleton import ObjectiveState, build, initial_step, setup
 
 __all__ = [
     "SBNBound",
@@ -115,12 +115,7 @@ class SBNBound(NamedTuple):
     xi: dict
 
 
-class SBNMeanFieldState(NamedTuple):
-    """State of :func:`mean_field_learner`: ``params``, the optax state and the step count."""
-
-    params: Any
-    opt_state: Any
-    step: jax.Array
+SBNMeanFieldState = ObjectiveState  # the state of :func:`mean_field_learner`: params, opt_state, step
 
 
 class SBNMeanFieldInfo(NamedTuple):
@@ -290,16 +285,6 @@ def _solve_batch(model, params, v, mu0, num_iterations, xi_iterations, tol):
     return jax.vmap(lambda x, m: _solve_one(params, L, sizes, x, m, num_iterations, xi_iterations, tol))(v, mu0)
 
 
-def _check_float(value: Any, argname: str) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"`{argname}` must be a float, got {type(value).__name__}") from err
-    if not np.isfinite(out) or out < 0:
-        raise ValueError(f"`{argname}` must be finite and >= 0, got {value}")
-    return out
-
-
 def mean_field_bound(
     model: Any,
     params: Any,
@@ -340,7 +325,7 @@ def mean_field_bound(
     model.validate_params(params)
     num_iterations = check_positive_int(num_iterations, "num_iterations")
     xi_iterations = check_positive_int(xi_iterations, "xi_iterations")
-    tol = _check_float(tol, "tol")
+    tol = check_nonnegative_float(tol, "tol")
     arr = np.asarray(v)
     single = arr.ndim == 1
     batch = check_batch(model, ("v",), {"v": arr[None] if single else arr}, argname="v")["v"]
@@ -411,25 +396,21 @@ def mean_field_learner(
     pure; ``batch = {"v": (B, n_0)}``.  :func:`ugm_infer.fit` drives it.
     """
     _check_model(model)
-    optimizer = resolve_optimizer(optimizer)
+    s = setup(model, optimizer, visible=("v",))
     num_iterations = check_positive_int(num_iterations, "num_iterations")
     xi_iterations = check_positive_int(xi_iterations, "xi_iterations")
-    tol = _check_float(tol, "tol")
+    tol = check_nonnegative_float(tol, "tol")
     L, sizes = model.num_hidden_layers, model.layer_sizes
 
-    def init(rng_key, params, data=None) -> SBNMeanFieldState:
-        del rng_key
-        _check_learn_params(model, params)
-        if data is not None:
-            check_batch(model, ("v",), data, argname="data")
-        return SBNMeanFieldState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+    def init(rng_key, params, data) -> SBNMeanFieldState:
+        del rng_key, data
+        return SBNMeanFieldState(params, s.optimizer.init(params), initial_step())
 
     def step(rng_key, state: SBNMeanFieldState, batch) -> tuple[SBNMeanFieldState, SBNMeanFieldInfo]:
         del rng_key  # deterministic
-        batch = check_batch(model, ("v",), batch)
         params = state.params
-        dt = jnp.result_type(params["W1"], jnp.float32)
-        v = batch["v"].astype(dt)
+        v = batch["v"].astype(jnp.result_type(params["W1"], jnp.float32))
+        # E step: the mean-field (mu, xi) of every datum, held fixed in the M step
         bounds, mu, xi, change = jax.vmap(
             lambda x: _solve_one(params, L, sizes, x, None, num_iterations, xi_iterations, tol)
         )(v)
@@ -438,9 +419,10 @@ def mean_field_learner(
         def objective(p):
             return jnp.mean(jax.vmap(lambda x, m, s: _bound(p, L, x, m, s))(v, mu, xi))
 
-        ascent = jax.grad(objective)(params)
-        new_params, opt_state = apply_ascent(optimizer, ascent, state.opt_state, params)
-        info = SBNMeanFieldInfo(jnp.mean(bounds), global_norm(ascent), jnp.max(change))
+        # M step: one optax step up the bound
+        direction = jax.grad(objective)(params)
+        new_params, opt_state = apply_ascent(s.optimizer, direction, state.opt_state, params)
+        info = SBNMeanFieldInfo(jnp.mean(bounds), global_norm(direction), jnp.max(change))
         return SBNMeanFieldState(new_params, opt_state, state.step + 1), info
 
-    return Learner(init, step, model, "sbn_mean_field", ("v",))
+    return build(s, "sbn_mean_field", init, step)

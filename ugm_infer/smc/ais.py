@@ -67,9 +67,9 @@ import numpy as np
 from blackjax.smc.ess import log_ess
 from jax.scipy.special import xlogy
 
-from ugm_infer.kernels._common import resolve_structure
 from ugm_infer.kernels.gibbs import GibbsState
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
+from ugm_infer.latent import conditional_model, mean_field
 from ugm_infer.smc import _paths
 from ugm_infer.smc.tempered import _cache, log_mean_exp_and_se
 
@@ -316,7 +316,7 @@ def _prepare(model, params, base, data, pseudo_count, analytic, num_sweeps):
     _paths.check_model(model)
     num_sweeps = _paths.check_positive_int(num_sweeps, "num_sweeps")
     _paths.check_params(model, params)
-    model = resolve_structure(model, params)
+    model = _paths.resolve_structure(model, params)
     with_base: tuple[str, ...] = ()
     if isinstance(base, str) and base == "data" and isinstance(data, Mapping):
         with_base = tuple(data)
@@ -560,7 +560,7 @@ def ais_log_likelihood(
     observed, num = _check_states(model, data, tuple(data) if isinstance(data, Mapping) else (), "data")
     batch_size = _paths.check_positive_int(batch_size, "batch_size")
     _paths.check_params(model, params)
-    model = resolve_structure(model, params)
+    model = _paths.resolve_structure(model, params)
     missing = tuple(n for n in model.variables if n not in observed)
     fn = _cache(model, ("free_energy", missing), lambda: _free_energy_fn(model, missing))
     parts = [
@@ -623,8 +623,6 @@ def _binary_entropy(mu: jax.Array, domain) -> jax.Array:
 
 def _mean_field_log_z_v(model, visible, latent, mean_field_kwargs):
     """A jitted ``fn(params, batch) -> (n,)`` mean-field bounds :math:`-F_{MF}(v) \\le \\log Z(v)`."""
-    from ugm_infer.learn.meanfield import mean_field  # lazy: learn imports smc
-
     solve = mean_field(model, visible, **mean_field_kwargs)
 
     def one(params, v):
@@ -639,11 +637,9 @@ def _mean_field_log_z_v(model, visible, latent, mean_field_kwargs):
 
 def _conditional_ais_fn(model, visible, params, v0, num_runs, num_sweeps, analytic):
     """A jitted ``fn(keys (n,), params, batch, betas) -> (log Z(v), se)`` by AIS on p(h | v_n)."""
-    from ugm_infer.learn.phases import conditional_model  # lazy: learn imports smc
-
     cond = conditional_model(model, visible, params, "block")
     cond_params = (params, v0)
-    cond = resolve_structure(cond, cond_params)
+    cond = _paths.resolve_structure(cond, cond_params)
     latent, method = _paths.resolve_latent(cond, cond_params, analytic)
     names = tuple(n for n in cond.variables if n != latent)
     log_probs = _paths.base_log_probs(cond, "uniform", tuple(cond.variables), dtype=_paths.float_dtype(cond, cond_params))
@@ -755,7 +751,7 @@ def ais_latent_log_likelihood(
     _paths.check_params(model, params)
     if mean_field_kwargs is not None and estimator != "mean_field":
         raise ValueError("`mean_field_kwargs` only applies to estimator='mean_field'")
-    model = resolve_structure(model, params)
+    model = _paths.resolve_structure(model, params)
     key_z, key_v = jax.random.split(rng_key)
     batches = [{n: x[s : s + batch_size] for n, x in observed.items()} for s in range(0, num, batch_size)]
     if estimator == "mean_field":

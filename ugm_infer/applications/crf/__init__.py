@@ -6,7 +6,10 @@
     :func:`grid_crf`, :func:`multilabel_crf` and :func:`difference_features`;
 :mod:`~ugm_infer.applications.crf.predict`
     MAP by ICM (:func:`icm`) and simulated annealing (:func:`simulated_annealing`),
-    marginal modes by sampling (:func:`max_marginals`), for any model.
+    marginal modes by sampling (:func:`max_marginals`), for any model;
+:mod:`~ugm_infer.applications.crf.learners`
+    learners of the conditional likelihood from (x, y) pairs (``ui.learn.conditional_*``),
+    built on :mod:`ugm_infer.learn.skeleton`.
 
 The model names are also ``ui.models.<name>``, the prediction names ``ui.predict.<name>``.
 """

@@ -10,13 +10,14 @@ For a :class:`~ugm_infer.models.crf.CRF` and training pairs :math:`(x_n, y_n)`,
 
 Every input has its own partition function, so the model term needs samples of
 :math:`p(y \\mid x_n, \\theta)` **for every input**: these learners keep a particle
-set ``{name: (N, M, *shape)}`` per training input (Asuncion et al. 2010, sec. 4.3) and
-run the unconditional machinery of :mod:`ugm_infer.learn` on each set, vmapped over
-inputs: the kernel moves (:func:`ugm_infer.learn.base.advance`), the weighted
-negative phase (:func:`ugm_infer.learn.mcmc_mle.weighted_negative_phase`), log-space
-weight normalisation and ESS (:func:`~ugm_infer.learn.mcmc_mle.normalize_log_weights`,
-:func:`~ugm_infer.learn.mcmc_mle.ess_of`, i.e. BlackJAX's), BlackJAX resampling and
-the optax update (:func:`~ugm_infer.learn.base.apply_ascent`).
+set ``{name: (N, M, *shape)}`` per training input (Asuncion et al. 2010, sec. 4.3).
+They are built with the learner skeleton of :mod:`ugm_infer.learn.skeleton` (their own
+input checks and data term, the shared optax step) and run the unconditional
+machinery on each set, vmapped over inputs: the kernel moves
+(:func:`ugm_infer.learn.particles.advance`), the weighted negative phase
+(:func:`ugm_infer.learn.phases.weighted_negative_phase`), log-space weights, ESS and
+resampling (:mod:`ugm_infer.learn.particles`, i.e. BlackJAX's), and the round logic
+of MCMC-MLE (:func:`ugm_infer.learn.mcmc_mle.end_of_round`).
 
 * :func:`conditional_sap` / :func:`conditional_pcd` -- SAP / PCD with per-input
   persistent particles (Asuncion et al. 2010, Alg. 3: PF with unit weights);
@@ -45,31 +46,37 @@ Lafferty, J., McCallum, A. and Pereira, F. (2001). Conditional random fields. IC
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ugm_infer import exact
 from ugm_infer.learn.base import (
-    LazyKernel,
     Learner,
-    advance,
-    apply_ascent,
     check_float_leaves,
+    check_fraction,
+    check_nonnegative_float,
+    check_positive_float,
     check_positive_int,
     global_norm,
-    resolve_optimizer,
+    is_concrete,
 )
-from ugm_infer.learn.mcmc_mle import (
-    check_fraction,
-    check_positive_float,
+from ugm_infer.learn.mcmc_mle import end_of_round, importance_log_weights
+from ugm_infer.learn.particles import (
+    LazyKernel,
+    advance,
     ess_of,
-    normalize_log_weights,
-    weighted_negative_phase,
-    zeros_like_shape,
+    gibbs_builder,
+    resample,
+    resolve_resampling,
+    reweight,
+    run_if,
+    uniform_log_weights,
 )
-from ugm_infer.learn.pf_mcmc_mle import resolve_resampling
+from ugm_infer.learn.phases import PositivePhase, weighted_negative_phase
+from ugm_infer.learn.skeleton import Inputs, ObjectiveState, ascend, build, initial_step, objective_learner, setup
 
 __all__ = [
     "ConditionalSAPState",
@@ -88,10 +95,21 @@ __all__ = [
     "exact_conditional_log_likelihood",
 ]
 
+_NEEDS_DATA = "`data` is required: conditional learners keep one particle set per training input"
+
 
 # ----------------------------------------------------------------------------------
-# shared pieces
+# what the CRF learners share: inputs, data term, per-input particle sets
 # ----------------------------------------------------------------------------------
+class Batch(NamedTuple):
+    """A checked batch of pairs: inputs ``x``, ``labels`` and (minibatches of
+    :func:`conditional_sap`) the ``index`` of its pairs in the training set."""
+
+    x: Any
+    labels: dict
+    index: jax.Array | None = None
+
+
 def _check_crf(model) -> None:
     from ugm_infer.models.crf import CRF
 
@@ -99,18 +117,68 @@ def _check_crf(model) -> None:
         raise TypeError(f"`model` must be a CRF (ui.models.crf / grid_crf / multilabel_crf), got {type(model).__name__}")
 
 
-def _check_theta(model, theta) -> None:
-    check_float_leaves(theta)
-    model.validate_theta(theta, argname="params")
+def _first_input(x):
+    return jax.tree.map(lambda a: a[0], x)
 
 
-def _positive_grad(model, theta, x, labels):
-    """Data term :math:`\\frac1N\\sum_n -\\partial_\\theta E(\\theta, x_n, y_n)`."""
-    return jax.grad(lambda th: -jnp.mean(model.pair_energies(th, x, labels)))(theta)
+def _crf_inputs(model, learner: str, *, whole: bool, minibatch_index: bool = False) -> Inputs:
+    """Inputs of a CRF learner: data ``{"x": inputs, <label name>: labels}`` split into :class:`Batch`.
+
+    ``whole``: ``step`` must get the whole training set given to ``init`` (per-input
+    state), unless ``minibatch_index`` lets a minibatch name its pairs by ``"index"``.
+    """
+    seen: dict[str, int] = {}
+
+    def check_params(theta):
+        check_float_leaves(theta)
+        model.validate_theta(theta, argname="params")
+
+    def check_data(data):
+        if data is None:
+            return None
+        x, labels = model.validate_data(data)
+        seen["num_inputs"] = model.num_inputs(x)
+        return Batch(x, labels)
+
+    def check_batch(batch):
+        x, labels = model.validate_data(batch, argname="batch")
+        index = batch.get("index") if minibatch_index and hasattr(batch, "get") else None
+        if index is not None:
+            index = jnp.asarray(index, jnp.int32)
+            if index.shape != (model.num_inputs(x),):
+                raise ValueError(f"`batch['index']` must have shape ({model.num_inputs(x)},), got {index.shape}")
+        elif whole and "num_inputs" in seen and model.num_inputs(x) != seen["num_inputs"]:
+            raise ValueError(
+                f"`batch` has {model.num_inputs(x)} pairs but {learner} was initialised with {seen['num_inputs']} "
+                "training inputs: pass the whole training set (in the order given to init)"
+                + (", or a minibatch with its 'index'" if minibatch_index else "")
+            )
+        return Batch(x, labels, index)
+
+    def kernel_params(theta, data):
+        return model.condition(theta, _first_input(data.x))
+
+    return Inputs(check_params, check_data, check_batch, kernel_params)
 
 
-def _conditioned_logdensity(model, theta, x):
-    return model.logdensity_fn(model.condition(jax.lax.stop_gradient(theta), x))
+def _crf_setup(model, optimizer, learner: str, *, kernel: Any = None, num_particles=None, whole=True, index=False):
+    """:func:`~ugm_infer.learn.skeleton.setup` for a CRF: its inputs and the data term of the pairs."""
+    _check_crf(model)
+
+    def positive(rng_key, theta, batch: Batch, aux_state):
+        """Data term :math:`\\frac1N\\sum_n -\\partial_\\theta E(\\theta, x_n, y_n)`."""
+        del rng_key
+        return jax.grad(lambda th: -jnp.mean(model.pair_energies(th, batch.x, batch.labels)))(theta), aux_state
+
+    return setup(
+        model,
+        optimizer,
+        visible=tuple(model.variables),
+        positive_phase=PositivePhase(lambda key, theta, data: (), positive, "pairs"),
+        kernel=kernel,
+        num_particles=num_particles,
+        inputs=_crf_inputs(model, learner, whole=whole, minibatch_index=index),
+    )
 
 
 def _move(kernel: LazyKernel, model, rng_key, particles, theta, x, num_steps: int):
@@ -136,20 +204,6 @@ def _init_particles(model, rng_key, n: int, m: int):
     return jax.vmap(lambda k: model.random_state(k, m))(keys)
 
 
-def _first_input(x):
-    return jax.tree.map(lambda a: a[0], x)
-
-
-def _check_full(model, x, num_inputs: int, learner: str):
-    n = model.num_inputs(x)
-    if n != num_inputs:
-        raise ValueError(
-            f"`batch` has {n} pairs but {learner} was initialised with {num_inputs} training inputs: pass the whole "
-            "training set (in the order given to init)"
-            + (", or a minibatch with its 'index'" if learner == "conditional_sap" else "")
-        )
-
-
 # ----------------------------------------------------------------------------------
 # SAP / PCD (Asuncion et al. 2010, Alg. 3)
 # ----------------------------------------------------------------------------------
@@ -171,7 +225,7 @@ class ConditionalSAPState(NamedTuple):
 
 
 class ConditionalSAPInfo(NamedTuple):
-    """Diagnostics: ``grad_norm``; ``particle_energy`` (mean over moved sets); per-set kernel infos."""
+    """Diagnostics: ``grad_norm``; ``particle_energy`` (mean over moved sets); ``kernel_info`` per set."""
 
     grad_norm: jax.Array
     particle_energy: jax.Array
@@ -201,71 +255,37 @@ def conditional_sap(
     training data; ``step(rng_key, state, batch)`` takes all pairs, or a minibatch
     with ``batch["index"]`` (positions in the training set) whose sets alone move.
     """
-    _check_crf(model)
-    num_particles = check_positive_int(num_particles, "num_particles")
-    num_steps_per_update = check_positive_int(num_steps_per_update, "num_steps_per_update")
-    optimizer = resolve_optimizer(optimizer)
-    kernel = LazyKernel(model, kernel)
-    visible = tuple(model.variables)
-    store: dict[str, int] = {}
+    s = _crf_setup(model, optimizer, "conditional_sap", kernel=kernel, num_particles=num_particles, index=True)
+    num_steps = check_positive_int(num_steps_per_update, "num_steps_per_update")
 
-    def init(rng_key, params, data=None) -> ConditionalSAPState:
-        if data is None:
-            raise ValueError("`data` is required: conditional learners keep one particle set per training input")
-        _check_theta(model, params)
-        x, _ = model.validate_data(data)
-        store["num_inputs"] = model.num_inputs(x)
-        kernel.get(model.condition(params, _first_input(x)))
-        particles = _init_particles(model, rng_key, store["num_inputs"], num_particles)
-        return ConditionalSAPState(params, optimizer.init(params), particles, jnp.zeros((), jnp.int32))
+    def init(rng_key, params, data: Batch) -> ConditionalSAPState:
+        particles = _init_particles(model, rng_key, model.num_inputs(data.x), s.num_particles)
+        return ConditionalSAPState(params, s.optimizer.init(params), particles, initial_step())
 
-    def step(rng_key, state: ConditionalSAPState, batch) -> tuple[ConditionalSAPState, ConditionalSAPInfo]:
-        x, labels = model.validate_data(batch, argname="batch")
+    def step(rng_key, state: ConditionalSAPState, batch: Batch) -> tuple[ConditionalSAPState, ConditionalSAPInfo]:
         theta = state.params
-        index = batch.get("index") if hasattr(batch, "get") else None
-        if index is None:
-            if "num_inputs" in store:
-                _check_full(model, x, store["num_inputs"], "conditional_sap")
-            parts = state.particles
+        sets = state.particles if batch.index is None else jax.tree.map(lambda p: p[batch.index], state.particles)
+        # 1. every set moves at p(y | x_n, theta_t)
+        sets, kernel_info = _move(s.kernel, model, rng_key, sets, theta, batch.x, num_steps)
+        # 2. theta_{t+1} = theta_t + alpha_t (data term - model term at the moved sets)
+        energy, negative_grad = jax.value_and_grad(lambda th: jnp.mean(model.particle_energies(th, batch.x, sets)))(theta)
+        new = ascend(s, rng_key, theta, state.opt_state, (), batch, negative_grad)
+        if batch.index is None:
+            particles = sets
         else:
-            index = jnp.asarray(index, jnp.int32)
-            if index.shape != (model.num_inputs(x),):
-                raise ValueError(f"`batch['index']` must have shape ({model.num_inputs(x)},), got {index.shape}")
-            parts = jax.tree.map(lambda p: p[index], state.particles)
-        parts, kernel_info = _move(kernel, model, rng_key, parts, theta, x, num_steps_per_update)
-        positive = _positive_grad(model, theta, x, labels)
-        energy, negative = jax.value_and_grad(lambda th: jnp.mean(model.particle_energies(th, x, parts)))(theta)
-        ascent = jax.tree.map(jnp.add, positive, negative)
-        new_theta, opt_state = apply_ascent(optimizer, ascent, state.opt_state, theta)
-        if index is None:
-            particles = parts
-        else:
-            particles = jax.tree.map(lambda full, p: full.at[index].set(p), state.particles, parts)
-        info = ConditionalSAPInfo(global_norm(ascent), energy, kernel_info)
-        return ConditionalSAPState(new_theta, opt_state, particles, state.step + 1), info
+            particles = jax.tree.map(lambda full, p: full.at[batch.index].set(p), state.particles, sets)
+        info = ConditionalSAPInfo(global_norm(new.direction), energy, kernel_info)
+        return ConditionalSAPState(new.params, new.opt_state, particles, state.step + 1), info
 
-    return Learner(init, step, model, name, visible)
+    return build(s, name, init, step, requires_data=_NEEDS_DATA)
 
 
 def conditional_pcd(
     model, optimizer: Any = None, num_particles: int = 10, *, scan: str = "block", num_sweeps: int = 1
 ) -> Learner:
     """PCD-k for a CRF: :func:`conditional_sap` with ``num_sweeps`` Gibbs sweeps (``scan`` order) per update."""
-    from ugm_infer.kernels import gibbs
-
     _check_crf(model)
-    num_sweeps = check_positive_int(num_sweeps, "num_sweeps")
-    if scan not in ("block", "systematic", "random"):
-        raise ValueError(f"`scan` must be 'block', 'systematic' or 'random', got {scan!r}")
-
-    class _Gibbs:
-        init = staticmethod(gibbs.init)
-
-        @staticmethod
-        def build_kernel(model, params=None):
-            return gibbs.build_kernel(model, scan, num_sweeps, params=params)
-
-    return conditional_sap(model, _Gibbs, optimizer, num_particles, name="conditional_pcd")
+    return conditional_sap(model, gibbs_builder(model, scan, num_sweeps), optimizer, num_particles, name="conditional_pcd")
 
 
 # ----------------------------------------------------------------------------------
@@ -324,72 +344,49 @@ def conditional_mcmc_mle(
     ``max_inner_steps`` updates, as in :func:`ugm_infer.learn.mcmc_mle` (same state
     machine, per-input weights).  ``step`` takes all training pairs.
     """
-    _check_crf(model)
-    num_particles = check_positive_int(num_particles, "num_particles")
+    s = _crf_setup(model, optimizer, "conditional_mcmc_mle", kernel=kernel, num_particles=num_particles)
     num_mcmc_steps = check_positive_int(num_mcmc_steps, "num_mcmc_steps")
     max_inner_steps = check_positive_int(max_inner_steps, "max_inner_steps")
-    if isinstance(grad_threshold, bool) or not isinstance(grad_threshold, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`grad_threshold` must be a number >= 0, got {grad_threshold!r}")
-    if not (np.isfinite(grad_threshold) and grad_threshold >= 0):
-        raise ValueError(f"`grad_threshold` must be a finite number >= 0, got {grad_threshold!r}")
-    grad_threshold = float(grad_threshold)
-    optimizer = resolve_optimizer(optimizer)
-    kernel = LazyKernel(model, kernel)
-    visible = tuple(model.variables)
-    negative = weighted_negative_phase(model, visible, negative_phase)
-    store: dict[str, int] = {}
+    grad_threshold = check_nonnegative_float(grad_threshold, "grad_threshold")
+    negative = weighted_negative_phase(model, s.visible, negative_phase)
 
-    def init(rng_key, params, data=None) -> ConditionalMCMCMLEState:
-        if data is None:
-            raise ValueError("`data` is required: conditional learners keep one particle set per training input")
-        _check_theta(model, params)
-        x, _ = model.validate_data(data)
-        n = store["num_inputs"] = model.num_inputs(x)
-        kernel.get(model.condition(params, _first_input(x)))
-        particles = _init_particles(model, rng_key, n, num_particles)
-        zero = jnp.zeros((), jnp.int32)
+    def init(rng_key, params, data: Batch) -> ConditionalMCMCMLEState:
+        particles = _init_particles(model, rng_key, model.num_inputs(data.x), s.num_particles)
+        anchor_energies = model.particle_energies(params, data.x, particles)
+        zero = initial_step()
         return ConditionalMCMCMLEState(
-            params,
-            optimizer.init(params),
-            particles,
-            model.particle_energies(params, x, particles),
-            zero,
-            zero,
-            zero,
-            jnp.ones((), bool),
+            params, s.optimizer.init(params), particles, anchor_energies, zero, zero, zero, jnp.ones((), bool)
         )
 
-    def step(rng_key, state: ConditionalMCMCMLEState, batch):
-        x, labels = model.validate_data(batch, argname="batch")
-        if "num_inputs" in store:
-            _check_full(model, x, store["num_inputs"], "conditional_mcmc_mle")
+    def step(rng_key, state: ConditionalMCMCMLEState, batch: Batch):
         theta = state.params
         fixed = jax.lax.stop_gradient(theta)
         due = state.resample_due
-
-        def run(p):
-            return _move(kernel, model, rng_key, p, fixed, x, num_mcmc_steps)
-
-        info_shape = jax.eval_shape(lambda p: run(p)[1], state.particles)
-        particles, kernel_info = jax.lax.cond(due, run, lambda p: (p, zeros_like_shape(info_shape)), state.particles)
-        energies = model.particle_energies(fixed, x, particles)
-        anchor = jnp.where(due, energies, state.anchor_energies)
-        log_w = jax.vmap(normalize_log_weights)(-(energies - anchor))
-        positive = _positive_grad(model, theta, x, labels)
-        negative_grad = jax.grad(lambda th: _weighted_negative(model, negative, th, x, particles, jnp.exp(log_w)))(theta)
-        ascent = jax.tree.map(jnp.add, positive, negative_grad)
-        new_theta, opt_state = apply_ascent(optimizer, ascent, state.opt_state, theta)
-        grad_l1 = sum(jnp.sum(jnp.abs(g)) for g in jax.tree.leaves(ascent))
-        inner = jnp.where(due, 0, state.inner_step) + 1
-        resample_due = (grad_l1 < grad_threshold) | (inner >= max_inner_steps)
+        # a new round: theta_0 = theta, every set re-sampled at theta_0
+        particles, kernel_info = run_if(
+            due, lambda p: _move(s.kernel, model, rng_key, p, fixed, batch.x, num_mcmc_steps), state.particles
+        )
+        energies = model.particle_energies(fixed, batch.x, particles)
+        anchor, log_w = jax.vmap(importance_log_weights, in_axes=(None, 0, 0))(due, energies, state.anchor_energies)
+        weights = jnp.exp(log_w)
+        negative_grad = jax.grad(lambda th: _weighted_negative(model, negative, th, batch.x, particles, weights))(theta)
+        new = ascend(s, rng_key, theta, state.opt_state, (), batch, negative_grad)
+        round_ = end_of_round(due, new.direction, state.inner_step, grad_threshold, max_inner_steps)
         min_ess = jnp.min(jax.vmap(ess_of)(log_w))
-        info = ConditionalMCMCMLEInfo(global_norm(ascent), grad_l1, min_ess, due, kernel_info)
+        info = ConditionalMCMCMLEInfo(global_norm(new.direction), round_.grad_l1, min_ess, due, kernel_info)
         new_state = ConditionalMCMCMLEState(
-            new_theta, opt_state, particles, anchor, state.step + 1, inner, state.round + due.astype(jnp.int32), resample_due
+            new.params,
+            new.opt_state,
+            particles,
+            anchor,
+            state.step + 1,
+            round_.inner_step,
+            state.round + due.astype(jnp.int32),
+            round_.resample_due,
         )
         return new_state, info
 
-    return Learner(init, step, model, "conditional_mcmc_mle", visible)
+    return build(s, "conditional_mcmc_mle", init, step, requires_data=_NEEDS_DATA)
 
 
 # ----------------------------------------------------------------------------------
@@ -453,8 +450,7 @@ def conditional_pf_mcmc_mle(
     ``num_burnin_steps`` kernel steps at :math:`\\theta_0` (Alg. 2, line 1; default
     ``num_rejuvenation_steps``).  ``step`` takes all training pairs.
     """
-    _check_crf(model)
-    num_particles = check_positive_int(num_particles, "num_particles")
+    s = _crf_setup(model, optimizer, "conditional_pf_mcmc_mle", kernel=kernel, num_particles=num_particles)
     ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
     num_rejuvenation_steps = check_positive_int(num_rejuvenation_steps, "num_rejuvenation_steps")
     num_burnin_steps = (
@@ -464,112 +460,94 @@ def conditional_pf_mcmc_mle(
     if rejuvenation_chunk is not None:
         rejuvenation_chunk = check_positive_int(rejuvenation_chunk, "rejuvenation_chunk")
     resample_fn = resolve_resampling(resampling)
-    optimizer = resolve_optimizer(optimizer)
-    kernel = LazyKernel(model, kernel)
-    visible = tuple(model.variables)
-    negative = weighted_negative_phase(model, visible, negative_phase)
-    log_uniform = -jnp.log(jnp.float32(num_particles))
-    store: dict[str, int] = {}
+    negative = weighted_negative_phase(model, s.visible, negative_phase)
+    num_particles = s.num_particles
 
-    def init(rng_key, params, data=None) -> ConditionalPFState:
-        if data is None:
-            raise ValueError("`data` is required: conditional learners keep one particle set per training input")
-        _check_theta(model, params)
-        x, _ = model.validate_data(data)
-        n = store["num_inputs"] = model.num_inputs(x)
-        kernel.get(model.condition(params, _first_input(x)))
+    def init(rng_key, params, data: Batch) -> ConditionalPFState:
+        n = model.num_inputs(data.x)
         key_init, key_burn = jax.random.split(rng_key)
         particles = _init_particles(model, key_init, n, num_particles)
-        particles, _ = _move(kernel, model, key_burn, particles, params, x, num_burnin_steps)
-        log_w = jnp.full((n, num_particles), log_uniform)
+        # Alg. 2 line 1: every set starts as MCMC draws from p(y | x_n, theta_0)
+        particles, _ = _move(s.kernel, model, key_burn, particles, params, data.x, num_burnin_steps)
+        log_w = uniform_log_weights(num_particles, (n,))
         return ConditionalPFState(
-            params, optimizer.init(params), particles, log_w, jnp.zeros((), jnp.int32), jnp.zeros((n,), jnp.int32)
+            params, s.optimizer.init(params), particles, log_w, initial_step(), jnp.zeros((n,), jnp.int32)
         )
 
-    def step(rng_key, state: ConditionalPFState, batch):
-        x, labels = model.validate_data(batch, argname="batch")
-        if "num_inputs" in store:
-            _check_full(model, x, store["num_inputs"], "conditional_pf_mcmc_mle")
+    rejuvenate = functools.partial(_rejuvenate_due_inputs, s, resample_fn, rejuvenation_chunk, num_rejuvenation_steps)
+
+    def step(rng_key, state: ConditionalPFState, batch: Batch):
         theta = state.params
         fixed = jax.lax.stop_gradient(theta)
-        n = model.num_inputs(x)
-        key_move, key_resample = jax.random.split(rng_key)
         ess = jax.vmap(ess_of)(state.log_weights)
         due = ess < ess_threshold * num_particles
-
-        chunk = min(n, rejuvenation_chunk or -(-n // 8))
-        num_slots = -(-n // chunk) * chunk
-        # due inputs first (stable), padded to whole chunks; slots past num_due are ignored
-        order = jnp.concatenate([jnp.argsort(~due, stable=True), jnp.zeros((num_slots - n,), jnp.int32)])
-        num_due = jnp.sum(due.astype(jnp.int32))
-        info_shape = jax.eval_shape(
-            lambda p: _move(kernel, model, key_move, p, fixed, x, num_rejuvenation_steps)[1], state.particles
-        )
-
-        def rejuvenate_chunk(c, carry):
-            particles, log_w, infos = carry
-            slot = c * chunk + jnp.arange(chunk)
-            idx = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
-            target = jnp.where(slot < num_due, idx, n)  # n: out of range, the write is dropped
-            sub = jax.tree.map(lambda p: p[idx], particles)
-            sub_x = jax.tree.map(lambda a: a[idx], x)
-            key_c = jax.random.fold_in(key_resample, c)
-            ridx = jax.vmap(lambda k, lw: resample_fn(k, jnp.exp(lw), num_particles))(
-                jax.random.split(key_c, chunk), log_w[idx]
-            )
-            sub = jax.tree.map(lambda p: jax.vmap(lambda a, i: a[i])(p, ridx), sub)
-            moved, info = _move(kernel, model, jax.random.fold_in(key_move, c), sub, fixed, sub_x, num_rejuvenation_steps)
-            particles = jax.tree.map(lambda full, m: full.at[target].set(m, mode="drop"), particles, moved)
-            infos = jax.tree.map(lambda full, i: full.at[target].set(i.astype(full.dtype), mode="drop"), infos, info)
-            log_w = log_w.at[target].set(log_uniform, mode="drop")
-            return particles, log_w, infos
-
-        num_chunks = (num_due + chunk - 1) // chunk
-        particles, log_w, kernel_info = jax.lax.fori_loop(
-            0,
-            num_chunks,
-            rejuvenate_chunk,
-            (state.particles, state.log_weights, zeros_like_shape(info_shape)),
-        )
-        positive = _positive_grad(model, theta, x, labels)
-        negative_grad = jax.grad(lambda th: _weighted_negative(model, negative, th, x, particles, jnp.exp(log_w)))(theta)
-        ascent = jax.tree.map(jnp.add, positive, negative_grad)
-        new_theta, opt_state = apply_ascent(optimizer, ascent, state.opt_state, theta)
+        keys = jax.random.split(rng_key)
+        particles, log_w, kernel_info = rejuvenate(keys, state.particles, state.log_weights, due, fixed, batch.x)
+        weights = jnp.exp(log_w)
+        negative_grad = jax.grad(lambda th: _weighted_negative(model, negative, th, batch.x, particles, weights))(theta)
+        new = ascend(s, rng_key, theta, state.opt_state, (), batch, negative_grad)
         # eqs. 10 / 14: reweight every input's set along theta_t -> theta_{t+1}
-        delta = model.particle_energies(jax.lax.stop_gradient(new_theta), x, particles) - model.particle_energies(
-            fixed, x, particles
-        )
-        log_w = jax.vmap(normalize_log_weights)(log_w - delta / weight_temperature)
-        info = ConditionalPFInfo(global_norm(ascent), ess, due, kernel_info)
-        new_state = ConditionalPFState(
-            new_theta, opt_state, particles, log_w, state.step + 1, state.num_resampled + due.astype(jnp.int32)
-        )
-        return new_state, info
+        energies_new = model.particle_energies(jax.lax.stop_gradient(new.params), batch.x, particles)
+        energies_old = model.particle_energies(fixed, batch.x, particles)
+        log_w = jax.vmap(reweight, in_axes=(0, 0, 0, None))(log_w, energies_new, energies_old, weight_temperature)
+        info = ConditionalPFInfo(global_norm(new.direction), ess, due, kernel_info)
+        num_resampled = state.num_resampled + due.astype(jnp.int32)
+        return ConditionalPFState(new.params, new.opt_state, particles, log_w, state.step + 1, num_resampled), info
 
-    return Learner(init, step, model, "conditional_pf_mcmc_mle", visible)
+    return build(s, "conditional_pf_mcmc_mle", init, step, requires_data=_NEEDS_DATA)
+
+
+def _rejuvenate_due_inputs(s, resample_fn, rejuvenation_chunk, num_steps: int, keys, particles, log_w, due, theta, x):
+    """Resample and rejuvenate the inputs that are ``due``, chunk by chunk.
+
+    The due inputs are gathered in chunks of ``rejuvenation_chunk`` inputs (default
+    ``ceil(N / 8)``) processed by a ``fori_loop`` over the due chunks only, so the
+    kernel costs time in proportion to the number of due inputs.  Returns
+    ``(particles, log_weights, kernel_infos)`` (zero infos for the inputs not due).
+    """
+    model, num_particles = s.model, s.num_particles
+    key_move, key_resample = keys
+    n = model.num_inputs(x)
+    chunk = min(n, rejuvenation_chunk or -(-n // 8))
+    num_slots = -(-n // chunk) * chunk
+    # due inputs first (stable), padded to whole chunks; slots past num_due are ignored
+    order = jnp.concatenate([jnp.argsort(~due, stable=True), jnp.zeros((num_slots - n,), jnp.int32)])
+    num_due = jnp.sum(due.astype(jnp.int32))
+    info_shape = jax.eval_shape(lambda p: _move(s.kernel, model, key_move, p, theta, x, num_steps)[1], particles)
+
+    def one_chunk(c, carry):
+        particles, log_w, infos = carry
+        slot = c * chunk + jnp.arange(chunk)
+        idx = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
+        target = jnp.where(slot < num_due, idx, n)  # n: out of range, the write is dropped
+        keys_c = jax.random.split(jax.random.fold_in(key_resample, c), chunk)
+        sub = jax.tree.map(lambda p: p[idx], particles)
+        sub = jax.vmap(lambda k, p, lw: resample(k, resample_fn, p, lw))(keys_c, sub, log_w[idx])
+        sub_x = jax.tree.map(lambda a: a[idx], x)
+        moved, info = _move(s.kernel, model, jax.random.fold_in(key_move, c), sub, theta, sub_x, num_steps)
+        particles = jax.tree.map(lambda full, m: full.at[target].set(m, mode="drop"), particles, moved)
+        infos = jax.tree.map(lambda full, i: full.at[target].set(i.astype(full.dtype), mode="drop"), infos, info)
+        log_w = log_w.at[target].set(uniform_log_weights(num_particles), mode="drop")
+        return particles, log_w, infos
+
+    zeros = jax.tree.map(lambda sd: jnp.zeros(sd.shape, sd.dtype), info_shape)
+    return jax.lax.fori_loop(0, (num_due + chunk - 1) // chunk, one_chunk, (particles, log_w, zeros))
 
 
 # ----------------------------------------------------------------------------------
 # exact conditional maximum likelihood (enumeration)
 # ----------------------------------------------------------------------------------
-class ConditionalExactMLState(NamedTuple):
-    """State of :func:`conditional_exact_ml`: ``params``, ``opt_state``, ``step``."""
-
-    params: Any
-    opt_state: Any
-    step: jax.Array
+ConditionalExactMLState = ObjectiveState  # the state of :func:`conditional_exact_ml`: params, opt_state, step
 
 
 class ConditionalExactMLInfo(NamedTuple):
-    """Diagnostics: ``grad_norm`` and the exact average conditional log-likelihood before the update."""
+    """Diagnostics: ``grad_norm`` and ``log_likelihood``, the exact average conditional log-likelihood before the update."""
 
     grad_norm: jax.Array
     log_likelihood: jax.Array
 
 
 def _exact_cll(model, theta, x, labels):
-    from ugm_infer import exact
-
     log_z = jax.vmap(lambda xi: exact.log_partition(model, model.condition(theta, xi)))(x)
     return -jnp.mean(model.pair_energies(theta, x, labels)) - jnp.mean(log_z)
 
@@ -582,10 +560,8 @@ def exact_conditional_log_likelihood(model, params: Any, data: dict) -> jax.Arra
     """
     _check_crf(model)
     x, labels = model.validate_data(data)
-    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(params)):
+    if is_concrete(params):
         model.validate_theta(params, argname="params")
-        from ugm_infer import exact
-
         exact.log_partition(model, model.condition(params, _first_input(x)))  # size check / structure, host side
     return _exact_cll(model, params, x, labels)
 
@@ -597,21 +573,13 @@ def conditional_exact_ml(model, optimizer: Any = None) -> Learner:
     vmapped over inputs) -- the baseline for small label spaces (e.g. ``L <= 16``
     labels).  ``step`` takes any batch of pairs (no per-input state).
     """
-    _check_crf(model)
-    optimizer = resolve_optimizer(optimizer)
+    s = _crf_setup(model, optimizer, "conditional_exact_ml", whole=False)
 
-    def init(rng_key, params, data=None) -> ConditionalExactMLState:
-        del rng_key
-        _check_theta(model, params)
-        if data is not None:
-            exact_conditional_log_likelihood(model, params, data)
-        return ConditionalExactMLState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+    def prepare(params, data):
+        if data is not None:  # size check and structure, host side
+            exact.log_partition(model, model.condition(params, _first_input(data.x)))
 
-    def step(rng_key, state: ConditionalExactMLState, batch):
-        del rng_key
-        x, labels = model.validate_data(batch, argname="batch")
-        ll, ascent = jax.value_and_grad(lambda th: _exact_cll(model, th, x, labels))(state.params)
-        new_theta, opt_state = apply_ascent(optimizer, ascent, state.opt_state, state.params)
-        return ConditionalExactMLState(new_theta, opt_state, state.step + 1), ConditionalExactMLInfo(global_norm(ascent), ll)
+    def objective(params, batch: Batch):
+        return _exact_cll(model, params, batch.x, batch.labels)
 
-    return Learner(init, step, model, "conditional_exact_ml", tuple(model.variables))
+    return objective_learner(s, "conditional_exact_ml", objective, ConditionalExactMLState, ConditionalExactMLInfo, prepare)

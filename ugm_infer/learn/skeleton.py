@@ -1,0 +1,328 @@
+"""One way to build a learner: the construction steps every algorithm module shares.
+
+An algorithm module (``sap.py``, ``mcmc_mle.py``, ...) holds what its paper's
+pseudo-code says; everything else goes through these steps, in the manner of optax's
+``GradientTransformation`` (a factory returning ``init``/``update`` closures over
+NamedTuple states) and BlackJAX's ``init``/``build_kernel``/``as_top_level_api``:
+
+1. :func:`setup` checks and resolves the shared arguments once, on the host: the
+   model, the visible variables, the optax optimizer, the positive phase (the data
+   term), the kernel of the particles, their number and optional initial values.
+2. The module writes ``init(rng_key, params, data) -> State`` with :func:`start`
+   (initial particles, positive-phase state, optimizer state) and
+   ``step(rng_key, state, batch) -> (State, Info)``, whose model term is its own and
+   whose parameter update is :func:`ascend` (data term + model term, one optax step).
+   ``State`` and ``Info`` are NamedTuples of arrays.
+3. :func:`build` wraps the two with the input checks of :class:`Inputs` (parameters,
+   training data, minibatch; kernel built from concrete parameters at ``init``) and
+   returns the :class:`~ugm_infer.learn.Learner`.
+
+Learners whose update is plain gradient ascent on a deterministic objective (exact
+ML, pseudo-likelihood) are :func:`objective_learner`.  Conditional models supply
+their own :class:`Inputs` and positive phase and reuse the rest.
+
+A persistent-particle learner in full (PCD-k, as :func:`~ugm_infer.learn.sap` does it)::
+
+    def my_pcd(model, optimizer=None, num_particles=100, *, k=1, visible=None):
+        s = setup(model, optimizer, visible=visible, positive_phase="auto",
+                  kernel=gibbs_builder(model, "block", k), num_particles=num_particles)
+        negative = resolve_negative_phase(model, s.visible, "auto")
+
+        def init(rng_key, params, data):
+            fresh = start(s, rng_key, params, data)
+            return MyState(params, fresh.opt_state, fresh.particles, fresh.aux_state, initial_step())
+
+        def step(rng_key, state, batch):
+            key_move, key_data = jax.random.split(rng_key)
+            logdensity_fn = model.logdensity_fn(jax.lax.stop_gradient(state.params))
+            particles, _ = advance(s.kernel, key_move, state.particles, logdensity_fn, state.params, 1)
+            new = ascend(s, key_data, state.params, state.opt_state, state.aux_state, batch,
+                         jax.grad(negative)(state.params, particles))
+            return MyState(new.params, new.opt_state, particles, new.aux_state, state.step + 1), MyInfo(
+                global_norm(new.direction))
+
+        return build(s, "my_pcd", init, step)
+
+with ``MyState`` and ``MyInfo`` NamedTuples, ``advance`` and ``gibbs_builder`` from
+:mod:`ugm_infer.learn.particles` and ``resolve_negative_phase`` from
+:mod:`ugm_infer.learn.phases`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from ugm_infer.learn.base import (
+    Learner,
+    apply_ascent,
+    check_batch,
+    check_data,
+    check_model,
+    check_params,
+    check_positive_int,
+    check_same_structure,
+    global_norm,
+    resolve_optimizer,
+    resolve_visible,
+)
+from ugm_infer.learn.particles import LazyKernel, check_init_particles, initial_particles, resolve_kernel
+from ugm_infer.learn.phases import PositivePhase, resolve_positive_phase
+
+__all__ = [
+    "NO_KERNEL",
+    "Ascent",
+    "Inputs",
+    "ObjectiveState",
+    "Setup",
+    "Start",
+    "ascend",
+    "build",
+    "initial_step",
+    "joint_inputs",
+    "objective_learner",
+    "particle_setup",
+    "setup",
+    "start",
+]
+
+NO_KERNEL = object()  # ``setup(kernel=NO_KERNEL)``: the learner has no particles to move
+
+
+class Inputs(NamedTuple):
+    """How a learner checks what it is given (host side, before tracing where possible).
+
+    check_params
+        ``check_params(params) -> None``.
+    check_data
+        ``check_data(data) -> data``: all the training data given to ``init`` (may be ``None``).
+    check_batch
+        ``check_batch(batch) -> batch``: a minibatch given to ``step``.
+    kernel_params
+        ``kernel_params(params, data) -> params``: the parameters the kernel is built at.
+    """
+
+    check_params: Callable
+    check_data: Callable
+    check_batch: Callable
+    kernel_params: Callable
+
+
+def joint_inputs(model: Any, visible: tuple[str, ...]) -> Inputs:
+    """Inputs of a joint model: data and batches ``{visible name: (batch, *shape)}``."""
+    return Inputs(
+        lambda params: check_params(model, params),
+        lambda data: check_data(model, visible, data),
+        lambda batch: check_batch(model, visible, batch),
+        lambda params, data: params,
+    )
+
+
+class Setup(NamedTuple):
+    """A learner's shared arguments, checked and resolved once (see :func:`setup`)."""
+
+    model: Any
+    visible: tuple[str, ...]
+    optimizer: optax.GradientTransformation
+    inputs: Inputs
+    positive: PositivePhase | None = None
+    kernel: LazyKernel | None = None
+    num_particles: int | None = None
+    init_particles: dict | None = None
+
+
+def setup(
+    model: Any,
+    optimizer: Any = None,
+    *,
+    visible: Any = None,
+    positive_phase: Any = None,
+    kernel: Any = NO_KERNEL,
+    num_particles: int | None = None,
+    init_particles: dict | None = None,
+    inputs: Inputs | None = None,
+) -> Setup:
+    """Check and resolve the arguments every learner shares.
+
+    ``optimizer=None`` is ``optax.sgd(0.01)``; ``positive_phase=None`` means the
+    learner computes its data term itself; ``kernel`` takes the forms of
+    :func:`~ugm_infer.learn.particles.resolve_kernel` (``None``: block Gibbs), and
+    ``NO_KERNEL`` (the default) means the learner moves no particles.
+    ``num_particles`` and ``init_particles`` are checked together; ``inputs``
+    defaults to :func:`joint_inputs` of the visible variables.
+    """
+    check_model(model)
+    if num_particles is not None:
+        num_particles = check_positive_int(num_particles, "num_particles")
+    visible = resolve_visible(model, visible)
+    optimizer = resolve_optimizer(optimizer)
+    positive = None if positive_phase is None else resolve_positive_phase(model, visible, positive_phase)
+    lazy = None if kernel is NO_KERNEL else resolve_kernel(model, kernel)
+    if init_particles is not None:
+        init_particles = check_init_particles(model, init_particles, num_particles)
+    inputs = joint_inputs(model, visible) if inputs is None else inputs
+    return Setup(model, visible, optimizer, inputs, positive, lazy, num_particles, init_particles)
+
+
+def particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles) -> Setup:
+    """:func:`setup` of a learner with persistent particles, arguments in the order of their signatures."""
+    return setup(
+        model,
+        optimizer,
+        visible=visible,
+        positive_phase=positive_phase,
+        kernel=kernel,
+        num_particles=num_particles,
+        init_particles=init_particles,
+    )
+
+
+def initial_step() -> jax.Array:
+    """The update counter of a fresh state (int32 0)."""
+    return jnp.zeros((), jnp.int32)
+
+
+class Start(NamedTuple):
+    """What :func:`start` makes for a fresh state.
+
+    particles
+        ``{name: (num_particles, *shape)}`` (``None`` without ``num_particles``).
+    aux_state
+        State of the positive phase (``()`` without one).
+    opt_state
+        The optimizer state.
+    particle_key
+        The key the particles were drawn from (``None`` without particles), for
+        learners that go on moving them in ``init``.
+    """
+
+    particles: dict | None
+    aux_state: Any
+    opt_state: Any
+    particle_key: jax.Array | None
+
+
+def start(s: Setup, rng_key: jax.Array, params: Any, data: Any) -> Start:
+    """Initial particles, positive-phase state and optimizer state.
+
+    With particles the key is split into one for the particles and one for the
+    positive phase; without, the positive phase gets the key.
+    """
+    if s.num_particles is None:
+        particles, key_particles, key_aux = None, None, rng_key
+    else:
+        key_particles, key_aux = jax.random.split(rng_key)
+        particles = initial_particles(s.model, key_particles, s.num_particles, s.init_particles)
+    aux_state = () if s.positive is None else s.positive.init(key_aux, params, data)
+    return Start(particles, aux_state, s.optimizer.init(params), key_particles)
+
+
+class Ascent(NamedTuple):
+    """What :func:`ascend` returns: the new ``params``, ``opt_state`` and ``aux_state``, and
+    the ascent ``direction`` (data term + model term) they moved along."""
+
+    params: Any
+    opt_state: Any
+    aux_state: Any
+    direction: Any
+
+
+def ascend(s: Setup, rng_key, params: Any, opt_state: Any, aux_state: Any, batch: Any, negative_grad: Any) -> Ascent:
+    """One optax step along the data term of the positive phase plus ``negative_grad``, both at ``params``.
+
+    ``negative_grad`` is the model term :math:`-\\mathbb E_{p_\\theta}[-\\partial_\\theta
+    E]` (the gradient of the particles' mean energy); the direction is the estimated
+    gradient of the average log-likelihood.
+    """
+    positive_grad, aux_state = s.positive.update(rng_key, params, batch, aux_state)
+    check_same_structure(params, positive_grad, "the positive phase's gradient")
+    direction = jax.tree.map(jnp.add, positive_grad, negative_grad)
+    new_params, opt_state = apply_ascent(s.optimizer, direction, opt_state, params)
+    return Ascent(new_params, opt_state, aux_state, direction)
+
+
+def build(
+    s: Setup,
+    name: str,
+    init: Callable,
+    step: Callable,
+    *,
+    requires_data: str | None = None,
+    index_key: str | None = None,
+) -> Learner:
+    """The :class:`~ugm_infer.learn.Learner` of an algorithm's ``init`` and ``step``, with the input checks.
+
+    ``init(rng_key, params, data)`` receives checked parameters and data, after the
+    kernel (if any) was built at concrete parameters; ``step(rng_key, state, batch)``
+    a checked batch.  ``requires_data``: the error message when ``init`` gets no data
+    (learners with per-datum state).  ``index_key``: the name of the row indices of a
+    minibatch (``ui.fit`` passes them, see :func:`ugm_infer.fit.batch_index_key`);
+    the step then receives them as a fourth argument (``None`` when absent).
+    """
+    inputs = s.inputs
+
+    def checked_init(rng_key, params, data=None):
+        inputs.check_params(params)
+        if data is None and requires_data is not None:
+            raise ValueError(requires_data)
+        data = inputs.check_data(data)
+        if s.kernel is not None:
+            s.kernel.get(inputs.kernel_params(params, data))
+        return init(rng_key, params, data)
+
+    if index_key is None:
+
+        def checked_step(rng_key, state, batch):
+            return step(rng_key, state, inputs.check_batch(batch))
+
+    else:
+
+        def checked_step(rng_key, state, batch):
+            batch = dict(batch)
+            index = batch.pop(index_key, None)
+            return step(rng_key, state, inputs.check_batch(batch), index)
+
+        checked_step.batch_index_key = index_key
+    return Learner(checked_init, checked_step, s.model, name, s.visible)
+
+
+class ObjectiveState(NamedTuple):
+    """State of a learner without particles: ``params``, optax ``opt_state``, ``step`` (int32)."""
+
+    params: Any
+    opt_state: Any
+    step: jax.Array
+
+
+def objective_learner(
+    s: Setup,
+    name: str,
+    objective: Callable,
+    state_type: type,
+    info_type: type,
+    prepare: Callable | None = None,
+) -> Learner:
+    """Gradient ascent on a deterministic objective ``objective(params, batch)`` (the key is unused).
+
+    ``state_type(params, opt_state, step)`` and ``info_type(grad_norm, value)`` are the
+    learner's NamedTuples; ``prepare(params, data)`` runs at ``init`` on concrete
+    parameters (e.g. to plan an enumeration).
+    """
+
+    def init(rng_key, params, data):
+        del rng_key
+        if prepare is not None:
+            prepare(params, data)
+        return state_type(params, s.optimizer.init(params), initial_step())
+
+    def step(rng_key, state, batch):
+        del rng_key
+        value, direction = jax.value_and_grad(objective)(state.params, batch)
+        params, opt_state = apply_ascent(s.optimizer, direction, state.opt_state, state.params)
+        return state_type(params, opt_state, state.step + 1), info_type(global_norm(direction), value)
+
+    return build(s, name, init, step)
