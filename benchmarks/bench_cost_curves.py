@@ -1,7 +1,5 @@
 """Cost curves of the ugm_infer block-Gibbs sweep: time per sweep and peak memory.
 
-Issue #9, item 1e.
-
 * versus the number of chains (1, 4, 16, 64, 256, 1024) on a periodic 64x64 Ising
   lattice and on a 784x500 RBM;
 * versus the number of sites: periodic lattices 16^2 ... 1024^2 with 1 chain, and RBMs

@@ -1,6 +1,6 @@
 """bmDCA training speed: ``ugm_infer.dca.fit_dca`` versus the PyPI package adabmDCA on PF00014.
 
-Issue #8, item 3.  Same alignment (``shared/data/pfam/PF00014_mgap6.fasta.gz``, with
+Same alignment (``shared/data/pfam/PF00014_mgap6.fasta.gz``, with
 duplicate sequences removed as adabmDCA does: 8,871 of 13,600 sequences kept), same
 settings on both sides: reweighting at 80% identity, pseudocount ``1/M_eff``, no L2,
 plain gradient ascent with learning rate 0.05, ``--chains`` persistent chains, Gibbs

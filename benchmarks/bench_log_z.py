@@ -1,6 +1,6 @@
 """Partition-function accuracy versus time: tempered SMC and AIS on the periodic 2D Ising lattice.
 
-Issue "Performance and scale", item 1d.  For periodic ``L x L`` lattices at coupling
+For periodic ``L x L`` lattices at coupling
 ``K = 0.44`` (just above the critical ``K_c = 0.4407``, the hardest regime for
 annealing) and no field, estimate ``log Z`` with
 
@@ -15,7 +15,7 @@ and compare with the exact finite-lattice value of Kaufman (1949)
 the wall time (min / median / max) and the error ``log Z_hat - log Z`` (median and the
 largest absolute value over the repeats) next to the estimator's own standard error.
 
-The target of the issue is an error within 0.05 nats in at most 60 s on 2 cores for
+The target is an error within 0.05 nats in at most 60 s on 2 cores for
 32x32; ``target_met`` in the JSON says, per configuration, whether every repeat met
 both.  The machine this runs on is shared: the JSON records the load average.
 

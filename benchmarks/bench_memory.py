@@ -1,4 +1,4 @@
-"""Memory case of issue #9 (item 3): a 1024x1024 Ising lattice with 32 chains, int8 states.
+"""Memory case: a 1024x1024 Ising lattice with 32 chains, int8 states.
 
 Runs ``ui.sample`` with the block-Gibbs kernel of ``ui.models.lattice_ising(1024, 1024,
 dtype=jnp.int8)`` for a few sweeps without storing the chain (``keep_states=False``):

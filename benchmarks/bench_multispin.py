@@ -1,6 +1,6 @@
 """Bit-packed (multi-spin-coded) checkerboard heat bath versus the float block-Gibbs kernel.
 
-Issue #9, item 1f.  Periodic 2D Ising lattices (J = 0.44, h = 0) with 32 chains (one
+Periodic 2D Ising lattices (J = 0.44, h = 0) with 32 chains (one
 uint32 word per site) and 256 chains (8 words): ``ugm_infer.kernels.multispin`` against
 ``ui.kernels.gibbs.build_kernel(model, "block")`` vmapped over chains (float32 states, the
 library's default path, see ``bench_sweeps.py``).  Both run ``num_sweeps`` sweeps in one

@@ -1,6 +1,6 @@
 """PCD-1 RBM training: ``ui.learn.pcd`` via ``ui.fit`` versus scikit-learn's ``BernoulliRBM``.
 
-Issue #9, item 1b.  RBM 784x500 on binarized MNIST, minibatches of 100, learning rate
+RBM 784x500 on binarized MNIST, minibatches of 100, learning rate
 0.01 (plain SGD on both sides, no momentum, no weight decay), one Gibbs sweep per update.
 
 Two parts:

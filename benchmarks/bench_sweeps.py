@@ -1,11 +1,11 @@
 """Block-Gibbs sweep throughput: ugm_infer kernels versus a minimal hand-written plain-JAX sweep.
 
-Cases (issue "Foundation", item 9):
+Cases:
 
 * periodic 2D Ising lattice 128x128 and 512x512, 32 chains (checkerboard sweep);
 * RBM 784x500, 100 chains (two matmul block updates).
 
-For the RBM it also measures the sweep's FLOP efficiency (issue #9, item 1c): a third
+For the RBM it also measures the sweep's FLOP efficiency: a third
 contender, ``matmul_ref``, runs the sweep's two matrix products alone -- ``(chains, nv) @
 (nv, nh)`` then ``(chains, nh) @ (nh, nv)``, chained through the carry of a jitted
 ``lax.scan`` so neither can be hoisted -- and is timed alternately with the sweeps.  The

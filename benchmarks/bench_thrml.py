@@ -1,6 +1,6 @@
 """Block-Gibbs sweep throughput: ugm_infer versus hand-written JAX versus THRML.
 
-Issue #9, item 1a.  Cases: periodic 2D Ising 128x128 and 512x512 with 1 and 32 chains
+Cases: periodic 2D Ising 128x128 and 512x512 with 1 and 32 chains
 (two-colour checkerboard blocks) and an RBM 784x500 with 100 chains (visible and hidden
 blocks).  THRML (PyPI ``thrml``, Extropic) must be installed, in the benchmark's own
 environment::
