@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import jax
@@ -39,6 +40,9 @@ import optax
 
 import ugm_infer as ui
 from ugm_infer import exact, models
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import provenance  # noqa: E402
 
 DEFAULT_DATA = "/work/shared/data/binarized_mnist.npz"
 
@@ -182,6 +186,7 @@ def main(argv=None):
         seconds=dict(train=t_train, exact=t_exact, total=time.time() - t_start),
         backend=jax.default_backend(),
     )
+    out["provenance"] = provenance(argv, __file__)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(out, f, indent=2)
     plot(out, os.path.join(args.out, "ais_vs_exact.png"), runs_fixed, betas_fixed)
