@@ -91,3 +91,22 @@ def load_binarized_mnist(path: str, splits=("train", "test")) -> tuple[np.ndarra
     if missing:
         raise ValueError(f"--data {path!r} has no {missing} array(s) (found {sorted(d.files)})")
     return tuple(np.unpackbits(d[k], axis=1, count=NUM_PIXELS).astype(np.float32) for k in splits)
+
+
+def tt_runs_before(updates, start: int, every: int):
+    """Tempered-transitions runs done after ``updates`` SAP updates (``ui.learn.trans_sap`` runs one before
+    updates ``start, start + every, ...``)."""
+    u = np.asarray(updates, np.int64)
+    return np.where(u > start, (u - start + every - 1) // every, 0)
+
+
+def updates_within_budget(budget: int, start: int, every: int, sweeps_per_run: int) -> int:
+    """Largest number of Trans-SAP updates whose Gibbs steps (updates + ``sweeps_per_run`` per TT run) fit ``budget``."""
+    lo, hi = 0, int(budget)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if mid + sweeps_per_run * int(tt_runs_before(mid, start, every)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -60,6 +60,7 @@ EXAMPLES: dict[str, tuple[list[str], str | None]] = {
     "crf_multilabel": ([], "crf_multilabel.json"),
     "dca_pf00014": ([], "dca_pf00014.json"),
     "psmc_rbm": ([], "psmc_rbm.json"),
+    "semi_rbm_mnist": ([], "semi_rbm_mnist.json"),
 }
 
 #: a flattened key is dropped when one of its components matches this (case-insensitive)

@@ -72,7 +72,7 @@ from ugm_infer.learn.base import Learner, apply_ascent, global_norm
 from ugm_infer.models.rbm import rbm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import DEFAULT_MNIST, load_binarized_mnist, provenance  # noqa: E402
+from _common import DEFAULT_MNIST, load_binarized_mnist, provenance, tt_runs_before, updates_within_budget  # noqa: E402
 
 NUM_VISIBLE = 784
 DEFAULT_DATA = DEFAULT_MNIST
@@ -168,22 +168,9 @@ def tt_sweeps(args) -> int:
     return 2 * (args.num_betas - 1)
 
 
-def tt_runs_before(updates: np.ndarray, start: int, every: int) -> np.ndarray:
-    """Number of TT runs done after ``updates`` updates (runs happen before updates start, start+every, ...)."""
-    u = np.asarray(updates, np.int64)
-    return np.where(u > start, (u - start + every - 1) // every, 0)
-
-
 def trans_sap_updates(args) -> int:
     """Largest number of Trans-SAP updates whose Gibbs steps (updates + TT sweeps) fit the budget."""
-    lo, hi = 0, args.gibbs_budget
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if mid + tt_sweeps(args) * int(tt_runs_before(mid, args.tt_start, args.gibbs_per_tt)) <= args.gibbs_budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return updates_within_budget(args.gibbs_budget, args.tt_start, args.gibbs_per_tt, tt_sweeps(args))
 
 
 def num_updates(name: str, args) -> int:
