@@ -287,7 +287,7 @@ def main(argv=None) -> dict:
     result = run(args)
     result["config"]["total_seconds"] = time.perf_counter() - t
     result["config"]["command"] = "python examples/vbm_learning.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    result["provenance"] = provenance(argv, __file__)
+    result["config"]["provenance"] = provenance(argv, __file__)
     with open(os.path.join(args.out, "vbm_learning.json"), "w") as f:
         json.dump(result, f, indent=1)
     plot(result, os.path.join(args.out, "vbm_learning.png"))

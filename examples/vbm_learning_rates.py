@@ -418,7 +418,7 @@ def main(argv=None) -> dict:
     result["config"]["command"] = "python examples/vbm_learning_rates.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
-    result["provenance"] = provenance(argv, __file__)
+    result["config"]["provenance"] = provenance(argv, __file__)
     with open(json_path, "w") as f:
         json.dump(result, f, indent=1)
     plot(result, png, png_betas)
