@@ -65,7 +65,7 @@ EXAMPLES: dict[str, tuple[list[str], str | None]] = {
 
 #: a flattened key is dropped when one of its components matches this (case-insensitive)
 MACHINE_DEPENDENT = re.compile(
-    r"(time|timing|second|wall|_s$|^s$|date|load|commit|command|machine|platform|python|jax|numpy|backend|version|"
+    r"(time|timing|second|at_budget|wall|_s$|^s$|date|load|commit|command|machine|platform|python|jax|numpy|backend|version|"
     r"path|data$|^out$|elapsed|duration|ms_per|per_second|speed|throughput|cpu|host|progress|quick$)",
     re.IGNORECASE,
 )
@@ -87,6 +87,23 @@ def flatten(obj, prefix: str = "") -> dict[str, float]:
     elif isinstance(obj, (int, float)):
         out[prefix.rstrip("/")] = float(obj)
     return out
+
+
+def find_commit(obj):
+    """The first ``commit`` value in a JSON tree (the run's own provenance), or ``None``."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("commit"), str):
+            return obj["commit"]
+        children = obj.values()
+    elif isinstance(obj, list):
+        children = obj
+    else:
+        return None
+    for child in children:
+        found = find_commit(child)
+        if found:
+            return found
+    return None
 
 
 def run_one(name: str, out_root: str) -> dict:
@@ -160,13 +177,14 @@ def main(argv=None) -> int:
             print(f"{head}FAILED: no JSON written at {r['json']}")
             continue
         with open(r["json"]) as f:
-            numbers = flatten(json.load(f))
+            tree = json.load(f)
+        numbers = flatten(tree)
         if args.update:
             extra = EXAMPLES[name][0]
             ref = {
                 "example": name,
                 "command": " ".join(["python", f"examples/{name}.py", "--quick", "--out", "OUT", *extra]),
-                "commit": commit,
+                "commit": find_commit(tree) or commit,
                 "tolerance": {"rtol": args.rtol, "atol": args.atol},
                 "numbers": numbers,
             }
