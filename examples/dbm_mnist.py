@@ -79,7 +79,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import DEFAULT_MNIST, load_binarized_mnist, provenance  # noqa: E402
 
 DEFAULT_DATA = DEFAULT_MNIST
-PHASES = ("pretrain", "mfpcd", "h_apcd", "evaluate")
+PHASES = ("pretrain", "mfpcd", "h_apcd", "evaluate", "summarize")
+PAPER = {"mfpcd": -84.31, "h_apcd": -83.93}  # the APCD paper, Table 1(a): AIS test log-likelihood, MNIST
 METHODS = ("mfpcd", "h_apcd")
 
 
@@ -445,6 +446,28 @@ def evaluate(name, model, train_v, test_v, args):
     return out
 
 
+def summarize(results: dict) -> str:
+    """A markdown table of the evaluation next to the paper's numbers."""
+    lines = [
+        "| learner | AIS log Z ± se (ESS/M) | mean-field bound, all test digits | AIS estimate of log p(v) "
+        "(digits) | paper (AIS) | training updates / hours |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in METHODS:
+        ev = results["learners"].get(name)
+        if ev is None:
+            continue
+        tr = ev.get("training", {})
+        hours = tr.get("timing", {}).get("train_seconds", float("nan")) / 3600
+        ais = f"{ev['ais_test_ll']:.2f} ({ev['ais_test_digits']})" if "ais_test_ll" in ev else "-"
+        lines.append(
+            f"| {name} | {ev['ais_log_z']:.2f} ± {ev['ais_log_z_se']:.2f} ({ev['ais_ess_fraction']:.2f}) | "
+            f"{ev['mf_bound_test_ll']:.2f} ± {ev['mf_bound_test_ll_se']:.2f} | {ais} | {PAPER[name]} | "
+            f"{tr.get('updates', '?')} / {hours:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------------
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -524,6 +547,9 @@ def main(argv=None):
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(results, f, indent=1)
         print(f"total {results['seconds']:.1f}s; wrote {args.out}/results.json")
+    if "summarize" in args.phases and os.path.isfile(os.path.join(args.out, "results.json")):
+        with open(os.path.join(args.out, "results.json")) as f:
+            print(summarize(json.load(f)))
     return results
 
 
