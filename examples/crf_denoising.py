@@ -71,15 +71,44 @@ def make_data(seed: int, size: int, num_train: int, num_test: int):
     return clean, noisy[:num_train], noisy[num_train:]
 
 
+def random_site_kernel(num_updates: int):
+    """``(init, kernel)``: ``num_updates`` heat-bath updates of uniformly random pixels (random-scan Gibbs).
+
+    Asuncion et al. (2010, sec. 4.3) rejuvenate with 100 random-scan steps (a tenth of a
+    sweep of the 1,024 pixels) and re-sample MCMC-MLE's particles with 3 x 1,024.  Each
+    update evaluates the log-density at both labels of the pixel.
+    """
+    from ugm_infer.kernels.gibbs import GibbsInfo, GibbsState, init
+
+    def kernel(rng_key, state, logdensity_fn):
+        y0 = state.position["y"]
+
+        def body(flat, k):
+            k_site, k_u = jax.random.split(k)
+            i = jax.random.randint(k_site, (), 0, flat.size)
+            l0 = logdensity_fn({"y": flat.at[i].set(0).reshape(y0.shape)})
+            l1 = logdensity_fn({"y": flat.at[i].set(1).reshape(y0.shape)})
+            return flat.at[i].set((jax.random.uniform(k_u) < jax.nn.sigmoid(l1 - l0)).astype(flat.dtype)), None
+
+        flat, _ = jax.lax.scan(body, y0.reshape(-1), jax.random.split(rng_key, num_updates))
+        y = flat.reshape(y0.shape)
+        return GibbsState({"y": y}), GibbsInfo(jnp.sum(y != y0))
+
+    return init, kernel
+
+
 def build_learner(name: str, model, args, num_pixels: int):
     lr = optax.scale_by_schedule(lambda t: -args.lr / num_pixels / (1.0 + t / args.decay_b))
     opt = optax.chain(lr)
+    kernel = random_site_kernel(args.scan_updates) if args.scan_updates else None
     if name == "PCD":
+        if kernel is not None:
+            return cl.conditional_sap(model, kernel, opt, args.num_particles, name="conditional_pcd")
         return cl.conditional_pcd(model, opt, args.num_particles)
     if name == "PF":
         return cl.conditional_pf_mcmc_mle(
             model,
-            None,
+            kernel,
             opt,
             args.num_particles,
             ess_threshold=args.ess_threshold,
@@ -88,7 +117,7 @@ def build_learner(name: str, model, args, num_pixels: int):
         )
     return cl.conditional_mcmc_mle(
         model,
-        None,
+        random_site_kernel(args.mle_scan_updates) if args.mle_scan_updates else None,
         opt,
         args.num_particles,
         num_mcmc_steps=args.mle_sweeps,
@@ -167,11 +196,13 @@ def run(args) -> dict:
 
         def sweeps_done(state, name=name):
             """Gibbs sweeps per particle so far (the kernel work, independent of machine load)."""
+            per = args.scan_updates / num_pixels if args.scan_updates else 1.0  # sweeps per kernel step
             if name == "PCD":
-                return float(state.step)
+                return float(state.step) * per
             if name == "PF":
-                return float(args.burnin + args.sweeps * np.mean(np.asarray(state.num_resampled)))
-            return float(args.mle_sweeps * int(state.round))
+                return float(args.burnin + args.sweeps * np.mean(np.asarray(state.num_resampled))) * per
+            mle_per = args.mle_scan_updates / num_pixels if args.mle_scan_updates else 1.0
+            return float(args.mle_sweeps * int(state.round)) * mle_per
 
         elapsed, times, errors, updates = 0.0, [0.0], [float(test_error(state.params))], [0]
         sweeps = [sweeps_done(state)]
@@ -319,9 +350,21 @@ def main(argv=None) -> dict:
     p.add_argument("--decay-b", type=float, default=100.0, help="lr_t = lr / (1 + t / b)")
     p.add_argument("--sa-stages", type=int, default=200, help="simulated annealing: inverse temperatures")
     p.add_argument("--mpm-samples", type=int, default=200, help="max-marginals: Gibbs draws per test image")
+    p.add_argument("--scan-updates", type=int, default=0, help="PCD/PF kernel step: this many random-pixel updates")
+    p.add_argument("--mle-scan-updates", type=int, default=0, help="MCMC-MLE kernel step: this many random-pixel updates")
+    p.add_argument(
+        "--paper",
+        action="store_true",
+        help="Asuncion et al.'s settings: S=100, ESS threshold 0.95 S, 100 random-pixel updates per rejuvenation, "
+        "3 x 1024 per MCMC-MLE round (rounds of at most 100 updates), constant step 0.001 (per image)",
+    )
     p.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
     p.add_argument("--summarize", nargs="*", default=None, help="only combine the JSONs in these run folders")
     args = p.parse_args(argv)
+    if args.paper:
+        args.num_particles, args.ess_threshold, args.scan_updates, args.sweeps, args.burnin = 100, 0.95, 100, 1, 1
+        args.mle_scan_updates, args.mle_sweeps, args.max_inner = 3 * 1024, 1, 100
+        args.lr, args.decay_b = 0.001 * 1024, float("inf")  # 0.001 on the per-image gradient = 1.024 per pixel
     if args.summarize:
         return summarize(args.summarize, args.out)
     args.size = args.size or (16 if args.quick else 32)

@@ -1,16 +1,14 @@
 """bmDCA on the Pfam family PF00014 (Kunitz/BPTI domain): Potts model, Pearson tracking, contact prediction.
 
-Pipeline (:mod:`ugm_infer.applications.dca`, also ``ui.dca``): read the aligned FASTA (13,600 sequences x 53 columns,
+Pipeline (:mod:`ugm_infer.dca`): read the aligned FASTA (13,600 sequences x 53 columns,
 q = 21 with the gap), reweight at 80% identity, pseudocount ``1/M_eff``, fit a dense
 Potts model by persistent-chain stochastic maximum likelihood with the fast Potts
-Gibbs kernel (:func:`ugm_infer.applications.dca.fit_dca`), recording the Pearson correlation
+Gibbs kernel (:func:`ugm_infer.dca.fit_dca`), recording the Pearson correlation
 between the data's and the chains' connected correlations as learning goes; then
 score pairs by the APC-corrected Frobenius norm of the zero-sum-gauge couplings (gap
 state excluded) and report the precision of the top-L (L = 53) pairs with
 ``|i - j| >= 4`` against the structure's contact map (minimal heavy-atom distance
-< 8 A; ``../shared/data/pfam/README.md`` beside the repository root).  The Pfam files are
-not shipped with the repository: they are read from ``../shared/data/pfam``, or from
-the folder named by ``UGM_PFAM_DIR`` (or ``UGM_DATA``/pfam).
+< 8 A; ``../shared/data/pfam/README.md``).
 
 Writes ``dca_pf00014.json`` (settings, Meff, Pearson history with wall time, top-L
 precision, the PPV curve) and ``dca_pf00014.png`` (Pearson vs updates and vs time,
@@ -29,17 +27,137 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from ugm_infer.applications import dca
+from ugm_infer.models.potts import potts
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import SHARED_DATA, provenance  # noqa: E402
 
 # the Pfam files are not shipped with the repository: ../shared/data/pfam beside the repository root
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.environ.get("UGM_DATA", os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data")))
 DATA = os.environ.get("UGM_PFAM_DIR", os.path.join(SHARED_DATA, "pfam"))
+
+
+class _Result:
+    """What :func:`fit_resumable` returns: the fields of ``dca.DCAResult`` the script reads."""
+
+    def __init__(self, params, history, meff, compile_time):
+        self.params, self.history, self.meff, self.compile_time = params, history, meff, compile_time
+
+
+def fit_resumable(seqs, q, weights, args, callback, checkpoint_dir):
+    """``dca.fit_dca``'s loop, step for step and key for key, with a checkpoint after every chunk.
+
+    The persistent chains, parameters, chunk counter, elapsed training time and history
+    are saved (atomically) to ``checkpoint_dir/checkpoint.npz``; a rerun continues from
+    there and gives the same parameters as an uninterrupted run (checked by
+    :func:`check_resume_matches_fit_dca`).  Stops at ``args.num_updates``, at
+    ``args.target`` or after ``args.time_limit`` seconds of training (over all resumed runs).
+    """
+    length = seqs.shape[1]
+    meff = float(weights.sum())
+    fi, fij = dca.frequencies(seqs, q, weights=weights, pseudocount=1.0 / meff)
+    model = potts(length, q, dtype=jnp.int8)
+    init_fn, kernel_fn = dca.potts_gibbs.init, dca.potts_gibbs.build_kernel(model, "systematic", int(args.num_sweeps))
+    optimizer = optax.sgd(args.lr)
+    key_chains, key_train = jax.random.split(jax.random.key(args.seed))
+    h0 = np.log(fi)
+    params = {"J": jnp.zeros((length, length, q, q), jnp.float32), "h": jnp.asarray(h0 - h0.mean(1, keepdims=True))}
+    params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
+    chains = jax.random.categorical(key_chains, jnp.asarray(np.log(fi), jnp.float32), shape=(args.num_chains, length))
+    chains = chains.astype(jnp.int8)
+    fi_t, fij_t = jnp.asarray(fi, jnp.float32), jnp.asarray(fij, jnp.float32)
+
+    def update(carry, key):
+        params, opt_state, chains = carry
+        ld = model.logdensity_fn(params)
+
+        def move(k, x):
+            state, _ = kernel_fn(k, init_fn({"x": x}, ld), ld)
+            return state.position["x"]
+
+        chains = jax.vmap(move)(jax.random.split(key, args.num_chains), chains)
+        pi, pij = dca.chain_frequencies(chains, q)
+        g = dca.gradient(params, fi_t, fij_t, pi, pij, l2=args.l2)
+        updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, g), opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state, chains), None
+
+    @jax.jit
+    def chunk(key, carry):
+        carry, _ = jax.lax.scan(update, carry, jax.random.split(key, args.eval_every))
+        pi, pij = dca.chain_frequencies(carry[2], q)
+        return carry, dca.pearson_connected(fi_t, fij_t, pi, pij)
+
+    path = os.path.join(checkpoint_dir, "checkpoint.npz")
+    history = {"update": [], "time": [], "pearson": []}
+    c, elapsed = 0, 0.0
+    if os.path.isfile(path):
+        with np.load(path) as z:
+            params = {"J": jnp.asarray(z["J"]), "h": jnp.asarray(z["h"])}
+            chains = jnp.asarray(z["chains"])
+            c, elapsed = int(z["chunk"]), float(z["elapsed"])
+            history = {k: z[f"history_{k}"].tolist() for k in history}
+        print(f"resumed from {path} at update {c * args.eval_every} ({elapsed:.0f} s of training)", flush=True)
+    carry = (params, optimizer.init(params), chains)
+    t0 = time.perf_counter()
+    compiled = chunk.lower(key_train, carry).compile()
+    compile_time = time.perf_counter() - t0
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    while c * args.eval_every < args.num_updates:
+        if history["pearson"] and args.target is not None and history["pearson"][-1] >= args.target:
+            break
+        if args.time_limit is not None and elapsed >= args.time_limit:
+            break
+        t0 = time.perf_counter()
+        carry, pearson = compiled(jax.random.fold_in(key_train, c), carry)
+        pearson = float(pearson)
+        elapsed += time.perf_counter() - t0
+        c += 1
+        for k, v in (("update", c * args.eval_every), ("time", elapsed), ("pearson", pearson)):
+            history[k].append(v)
+        callback(c * args.eval_every, elapsed, pearson)
+        np.savez(
+            path + ".tmp.npz",
+            J=np.asarray(carry[0]["J"]),
+            h=np.asarray(carry[0]["h"]),
+            chains=np.asarray(carry[2]),
+            chunk=c,
+            elapsed=elapsed,
+            **{f"history_{k}": np.asarray(v) for k, v in history.items()},
+        )
+        os.replace(path + ".tmp.npz", path)
+    return _Result(jax.tree.map(np.asarray, carry[0]), history, meff, compile_time)
+
+
+def check_resume_matches_fit_dca(seqs, q, weights, tmp_dir) -> float:
+    """Max abs difference of the couplings from ``dca.fit_dca`` and from an interrupted-then-resumed
+    :func:`fit_resumable` (3 chunks of 2 updates, stopped after 1), on a few sequences."""
+    small = argparse.Namespace(num_sweeps=1, lr=0.05, seed=3, num_chains=16, eval_every=2, l2=0.0, target=None)
+    ref = dca.fit_dca(
+        seqs,
+        q,
+        rng_key=jax.random.key(3),
+        weights=weights,
+        learning_rate=0.05,
+        num_chains=16,
+        num_sweeps=1,
+        num_updates=6,
+        eval_every=2,
+    )
+    quiet = lambda *a: None  # noqa: E731
+    fit_resumable(seqs, q, weights, argparse.Namespace(**vars(small), num_updates=2, time_limit=None), quiet, tmp_dir)
+    res = fit_resumable(seqs, q, weights, argparse.Namespace(**vars(small), num_updates=6, time_limit=None), quiet, tmp_dir)
+    err = float(np.max(np.abs(res.params["J"] - ref.params["J"])))
+    if not err < 1e-6 or res.history["pearson"] != ref.history["pearson"]:
+        raise RuntimeError(f"resumed DCA run differs from fit_dca: max |dJ| = {err}")
+    return err
 
 
 def run(args) -> dict:
@@ -66,21 +184,27 @@ def run(args) -> dict:
     def report(update, elapsed, pearson):
         print(f"update {update:5d}  {elapsed:8.1f} s  pearson {pearson:.4f}", flush=True)
 
-    res = dca.fit_dca(
-        seqs,
-        aln.num_states,
-        rng_key=jax.random.key(args.seed),
-        weights=w,
-        l2=args.l2,
-        learning_rate=args.lr,
-        num_chains=args.num_chains,
-        num_sweeps=args.num_sweeps,
-        num_updates=args.num_updates,
-        eval_every=args.eval_every,
-        target_pearson=args.target,
-        time_limit=args.time_limit,
-        callback=report,
-    )
+    resume_check = None
+    if args.quick:  # the resumable loop is fit_dca's, bit for bit
+        resume_check = check_resume_matches_fit_dca(seqs[:200], aln.num_states, w[:200], os.path.join(args.out, "check"))
+    if args.checkpoint_dir:
+        res = fit_resumable(seqs, aln.num_states, w, args, report, args.checkpoint_dir)
+    else:
+        res = dca.fit_dca(
+            seqs,
+            aln.num_states,
+            rng_key=jax.random.key(args.seed),
+            weights=w,
+            l2=args.l2,
+            learning_rate=args.lr,
+            num_chains=args.num_chains,
+            num_sweeps=args.num_sweeps,
+            num_updates=args.num_updates,
+            eval_every=args.eval_every,
+            target_pearson=args.target,
+            time_limit=args.time_limit,
+            callback=report,
+        )
     scores = dca.frobenius_scores(res.params["J"], gap_state=aln.gap_state)
     prec = dca.contact_precision(scores, dist, threshold=8.0, min_separation=4)
     out = {
@@ -88,6 +212,7 @@ def run(args) -> dict:
             k: getattr(args, k)
             for k in ("num_chains", "num_sweeps", "num_updates", "eval_every", "lr", "l2", "seed", "dedup")
         },
+        "resume_check_max_abs_dJ": resume_check,
         "num_sequences": int(len(seqs)),
         "length": aln.length,
         "num_states": aln.num_states,
@@ -179,12 +304,16 @@ def main(argv=None):
     p.add_argument("--max-sequences", dest="max_sequences", type=int, default=0)
     p.add_argument("--dedup", action="store_true", help="drop duplicate sequences first (as adabmDCA does)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--checkpoint-dir", default=None, help="checkpoint after every evaluation here and resume from it (long runs)"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.max_sequences = args.max_sequences or 1000
         args.num_chains, args.num_sweeps, args.num_updates, args.eval_every = 200, 3, 30, 15
     os.makedirs(args.out, exist_ok=True)
     out, scores, dist, prec = run(args)
+    out["provenance"] = provenance(argv, __file__)
     with open(os.path.join(args.out, "dca_pf00014.json"), "w") as fh:
         json.dump(out, fh, indent=1)
     plot(out, scores, dist, prec, os.path.join(args.out, "dca_pf00014.png"))

@@ -59,6 +59,9 @@ import optax
 import ugm_infer as ui
 from ugm_infer.applications.ergm import ergm, ergm_mple, ergm_simulate, ergm_toggle
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import provenance  # noqa: E402
+
 METHODS = ("PF", "PF-capped", "PCD", "MCMC-MLE")
 QUICK_METHODS = ("PF-capped", "PCD", "MCMC-MLE")
 NUM_NODES = 10
@@ -98,7 +101,8 @@ def draw_true_model(model, key, args):
 
 
 def make_learner(name, model, args, init_particles):
-    opt = optax.adam(ui.learn.robbins_monro(args.lr * args.decay_b, args.decay_b))
+    schedule = ui.learn.robbins_monro(args.lr * args.decay_b, args.decay_b)
+    opt = optax.adam(schedule) if args.optimizer == "adam" else optax.sgd(schedule)
     s, n = args.num_particles, args.sweeps
     if name in ("PF", "PF-capped"):
         capped = name == "PF-capped"
@@ -290,6 +294,14 @@ def main(argv=None):
     p.add_argument("--grad-threshold", type=float, default=0.05)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--decay-b", type=float, default=100.0, help="lr_t = lr * b / (b + t)")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="optax.adam or plain optax.sgd")
+    p.add_argument(
+        "--paper",
+        action="store_true",
+        help="Asuncion et al.'s settings: plain gradient ascent from 0.005, decreasing as 0.005 b / (b + t) with "
+        "b = 10,000 (our choice), 40,000 updates, 10 sweeps for the initial particles and per MCMC-MLE round, "
+        "rounds of at most 100 updates",
+    )
     p.add_argument(
         "--pf-max-updates",
         type=int,
@@ -304,6 +316,10 @@ def main(argv=None):
     )
     p.add_argument("--methods", nargs="*", default=None, help=f"default {METHODS}; quick {QUICK_METHODS}")
     args = p.parse_args(argv)
+    if args.paper:
+        args.optimizer, args.lr, args.decay_b, args.particle_burn_in = "sgd", 0.005, 10_000.0, 10
+        args.mle_sweeps, args.max_inner = 10, 100
+        args.updates = args.updates or 40_000
     args.methods = args.methods or list(QUICK_METHODS if args.quick else METHODS)
     args.trials = args.trials or (1 if args.quick else 5)
     args.updates = args.updates or (60 if args.quick else 400)
@@ -313,6 +329,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     result = run(args)
     result["total_seconds"] = time.perf_counter() - t0
+    result["provenance"] = provenance(argv, __file__)
     with open(os.path.join(args.out, "ergm_triad.json"), "w") as f:
         json.dump(result, f, indent=1)
     plot(result, os.path.join(args.out, "ergm_triad.png"))

@@ -16,8 +16,7 @@ Writes ``results.json`` and ``ais_vs_exact.png`` into ``--out`` (default
 cores) trains on 20,000 images for 2 epochs and tries fewer AIS settings; the full
 run (10 epochs on 50,000 images, up to 14,501 betas and 1,024 runs) takes ~15 min.
 
-Data (not shipped with the repository): ``../shared/data/binarized_mnist.npz`` beside the
-repository root (or in the folder named by ``UGM_DATA``, or ``--data``), the fixed
+Data: ``../shared/data/binarized_mnist.npz`` beside the repository root (or ``--data``), the fixed
 binarization of Larochelle & Murray (2011); pixels are packed with ``np.packbits``.
 
 Usage::
@@ -31,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import jax
@@ -41,19 +41,13 @@ import optax
 import ugm_infer as ui
 from ugm_infer import exact, models
 
-# binarized MNIST is not shipped with the repository: ../shared/data beside the repository root, or $UGM_DATA
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_DATA = os.path.join(
-    os.environ.get("UGM_DATA", os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))), "binarized_mnist.npz"
-)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import DEFAULT_MNIST, provenance  # noqa: E402
+
+DEFAULT_DATA = DEFAULT_MNIST
 
 
 def load_mnist(path: str) -> tuple[np.ndarray, np.ndarray]:
-    if not os.path.isfile(path):
-        raise SystemExit(
-            f"error: {path} not found; binarized MNIST is not part of the repository: put binarized_mnist.npz in "
-            "../shared/data beside the repository root, set UGM_DATA to the folder holding it, or pass --data PATH"
-        )
     d = np.load(path)
     train, test = (np.unpackbits(d[k], axis=1, count=784).astype(np.float32) for k in ("train", "test"))
     return train, test
@@ -192,6 +186,7 @@ def main(argv=None):
         seconds=dict(train=t_train, exact=t_exact, total=time.time() - t_start),
         backend=jax.default_backend(),
     )
+    out["provenance"] = provenance(argv, __file__)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(out, f, indent=2)
     plot(out, os.path.join(args.out, "ais_vs_exact.png"), runs_fixed, betas_fixed)

@@ -1,12 +1,14 @@
-"""Summarise several runs of ``examples/rbm_tempered_transitions.py`` (seeds x methods).
+"""Summarise several runs of ``examples/rbm_tempered_transitions.py`` (one folder per seed).
 
-Each run folder holds one ``rbm_tempered_transitions.json`` (one or more methods).
-Runs are grouped by seed; for every seed the gap of SAP and Trans-SAP to exact ML is
-the difference of their mean log-likelihoods over the last evaluations (the
-``*_tail_mean`` values the example writes).  Prints a markdown table, the mean gap
-with its standard deviation over seeds, the paired difference Trans-SAP - SAP with its
-standard error, and the TT acceptance; writes ``summary.json`` and ``summary.png``
-(gap to exact ML versus updates, one thin line per seed, the mean in bold).
+Each run folder holds one ``rbm_tempered_transitions.json`` (one seed, one or more
+methods).  For every seed and method: the final average train / test log-likelihood and
+its mean over the evaluations in the last 10% of the Gibbs-step budget (``*_tail_mean``,
+written by the example), and the gap to exact ML of the same seed.  Across seeds: the
+mean gap with its standard deviation, the paired difference Trans-SAP - SAP with its
+standard error, and the TT acceptance.  Prints markdown tables; writes ``summary.json``
+and ``summary.png`` (train LL minus exact ML's versus Gibbs steps; thin lines seeds,
+bold the mean; exact ML interpolated at the other method's Gibbs steps, which for SAP
+are its own updates).
 
     python examples/rbm_tempered_transitions_summary.py RUN_DIR [RUN_DIR ...] --out OUT
 """
@@ -23,10 +25,11 @@ import numpy as np
 
 NAME = "rbm_tempered_transitions"
 STOCHASTIC = ("SAP", "Trans-SAP")
+ORDER = ("exact ML", "SAP", "Trans-SAP", "PL", "MCMC-MLE")
 
 
 def load_runs(dirs: list[str]) -> dict[int, dict[str, dict]]:
-    """``{seed: {method: {"final": ..., "curve": ..., "tt_acceptance": ...}}}`` from run folders."""
+    """``{seed: {method: {"final", "curve", "tt_acceptance", "config"}}}`` from run folders."""
     runs: dict[int, dict[str, dict]] = {}
     for d in dirs:
         path = os.path.join(d, f"{NAME}.json")
@@ -45,40 +48,47 @@ def load_runs(dirs: list[str]) -> dict[int, dict[str, dict]]:
     return runs
 
 
+def mean_sd(x):
+    return [statistics.mean(x), statistics.stdev(x) if len(x) > 1 else float("nan")]
+
+
 def summarise(runs: dict[int, dict[str, dict]]) -> dict:
-    rows, gaps = [], {m: {"train": [], "test": []} for m in STOCHASTIC}
+    rows, gaps = [], {}
     for seed in sorted(runs):
         by = runs[seed]
-        if "exact ML" not in by or not all(m in by for m in STOCHASTIC):
+        if "exact ML" not in by:
             continue
         ref = by["exact ML"]["final"]
-        row = {"seed": seed, "exact ML": [ref["train_ll_tail_mean"], ref["test_ll_tail_mean"]]}
-        for m in STOCHASTIC:
+        row = {"seed": seed}
+        for m in ORDER:
+            if m not in by:
+                continue
             f = by[m]["final"]
-            g = [f["train_ll_tail_mean"] - ref["train_ll_tail_mean"], f["test_ll_tail_mean"] - ref["test_ll_tail_mean"]]
-            gaps[m]["train"].append(g[0])
-            gaps[m]["test"].append(g[1])
-            row[m] = [f["train_ll_tail_mean"], f["test_ll_tail_mean"]]
-            row[f"{m} gap"] = g
-        row["tt_acceptance"] = by["Trans-SAP"]["tt_acceptance"]["mean"]
+            row[m] = {k: f[k] for k in ("train_ll", "test_ll", "train_ll_tail_mean", "test_ll_tail_mean")}
+            if m != "exact ML":
+                g = {k: f[k] - ref[k] for k in ("train_ll", "test_ll", "train_ll_tail_mean", "test_ll_tail_mean")}
+                row[m]["gap"] = g
+                for k, v in g.items():
+                    gaps.setdefault(m, {}).setdefault(k, []).append(v)
+        if "Trans-SAP" in by and by["Trans-SAP"]["tt_acceptance"]:
+            row["tt_acceptance"] = by["Trans-SAP"]["tt_acceptance"]["mean"]
         rows.append(row)
-    n = len(rows)
-    if n == 0:
-        raise SystemExit("error: no seed has all three methods (exact ML, SAP, Trans-SAP)")
-
-    def mean_sd(x):
-        return [statistics.mean(x), statistics.stdev(x) if len(x) > 1 else float("nan")]
-
-    paired = {split: [t - s for t, s in zip(gaps["Trans-SAP"][split], gaps["SAP"][split])] for split in ("train", "test")}
+    if not rows:
+        raise SystemExit("error: no seed has exact ML")
+    paired = {}
+    both = [r for r in rows if "SAP" in r and "Trans-SAP" in r]
+    for k in ("train_ll", "test_ll", "train_ll_tail_mean", "test_ll_tail_mean"):
+        d = [r["Trans-SAP"][k] - r["SAP"][k] for r in both]
+        if d:
+            se = statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
+            paired[k] = {"mean": statistics.mean(d), "se": se, "n": len(d), "per_seed": d}
     return {
-        "seeds": n,
+        "seeds": [r["seed"] for r in rows],
         "rows": rows,
-        "gap_mean_sd": {m: {k: mean_sd(v) for k, v in gaps[m].items()} for m in STOCHASTIC},
-        "trans_sap_minus_sap": {
-            k: [statistics.mean(v), (statistics.stdev(v) / math.sqrt(n)) if n > 1 else float("nan")]
-            for k, v in paired.items()
-        },
-        "tt_acceptance_per_seed": [r["tt_acceptance"] for r in rows],
+        "gap_mean_sd": {m: {k: mean_sd(v) for k, v in g.items()} for m, g in gaps.items()},
+        "trans_sap_minus_sap": paired,
+        "tt_acceptance_per_seed": [r.get("tt_acceptance") for r in rows],
+        "commits": sorted({c["config"].get("commit", "?") for by in runs.values() for c in by.values()}),
     }
 
 
@@ -88,26 +98,37 @@ def plot(runs: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {"SAP": "tab:blue", "Trans-SAP": "tab:red"}
-    for m in STOCHASTIC:
-        all_gaps = []
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    colors = {"SAP": "tab:blue", "Trans-SAP": "tab:red", "PL": "tab:green", "MCMC-MLE": "tab:purple"}
+    tt_start = None
+    for m in ("SAP", "Trans-SAP", "MCMC-MLE", "PL"):
+        grid, all_gaps = None, []
         for seed in sorted(runs):
             by = runs[seed]
             if "exact ML" not in by or m not in by:
                 continue
             ref, cur = by["exact ML"]["curve"], by[m]["curve"]
-            steps = np.asarray(cur["step"])
-            gap = np.asarray(cur["train_ll"]) - np.asarray(ref["train_ll"])
+            x = np.asarray(cur["gibbs_steps"] if cur.get("gibbs_steps") is not None else cur["step"], float)
+            # exact ML at the same number of updates as this method's evaluations
+            ref_at = np.interp(np.asarray(cur["step"], float), np.asarray(ref["step"], float), np.asarray(ref["train_ll"]))
+            gap = np.asarray(cur["train_ll"]) - ref_at
+            ax.plot(x, gap, color=colors[m], lw=0.6, alpha=0.35)
             all_gaps.append(gap)
-            ax.plot(steps, gap, color=colors[m], lw=0.6, alpha=0.4)
-        ax.plot(steps, np.mean(all_gaps, axis=0), color=colors[m], lw=2, label=f"{m} (mean of {len(all_gaps)} seeds)")
+            grid = x
+            cfg = by[m]["config"]
+            tt_start = cfg.get("gibbs_budget", 0) - cfg.get("tt_gibbs", 0)
+        if all_gaps:
+            n = min(len(g) for g in all_gaps)
+            mean = np.mean([g[:n] for g in all_gaps], axis=0)
+            ax.plot(grid[:n], mean, color=colors[m], lw=2, label=f"{m} (mean of {len(all_gaps)} seeds)")
     ax.axhline(0, color="k", lw=0.8)
-    ax.set_ylim(-4, 1)
-    ax.set_xlabel("parameter updates (Gibbs updates)")
-    ax.set_ylabel("train LL minus exact-ML train LL (nats)")
-    ax.set_title("RBM 784x10 on MNIST: gap to exact ML")
-    ax.legend(loc="lower right")
+    if tt_start:
+        ax.axvline(tt_start, color="tab:red", ls=":", lw=1, label="TT starts")
+    ax.set_ylim(-5, 2)
+    ax.set_xlabel("Gibbs steps (PL: updates)")
+    ax.set_ylabel("train LL minus exact ML's at the same update (nats)")
+    ax.set_title("RBM 784-10 on MNIST: gap to exact ML")
+    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -124,19 +145,26 @@ def main(argv=None) -> dict:
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     plot(runs, os.path.join(args.out, "summary.png"))
-    print("| seed | exact ML train / test | SAP gap train / test | Trans-SAP gap train / test | TT acceptance |")
-    print("|---:|---:|---:|---:|---:|")
+    methods = [m for m in ORDER if any(m in r for r in summary["rows"])]
+    print("| seed | " + " | ".join(f"{m} train / test" for m in methods) + " | TT acceptance |")
+    print("|---:|" + "---:|" * (len(methods) + 1))
     for r in summary["rows"]:
-        e, gs, gt = r["exact ML"], r["SAP gap"], r["Trans-SAP gap"]
-        print(
-            f"| {r['seed']} | {e[0]:.3f} / {e[1]:.3f} | {gs[0]:+.3f} / {gs[1]:+.3f} | {gt[0]:+.3f} / {gt[1]:+.3f} "
-            f"| {r['tt_acceptance']:.3f} |"
-        )
+        cells = []
+        for m in methods:
+            if m not in r:
+                cells.append("-")
+            elif m == "exact ML":
+                cells.append(f"{r[m]['train_ll_tail_mean']:.3f} / {r[m]['test_ll_tail_mean']:.3f}")
+            else:
+                g = r[m]["gap"]
+                cells.append(f"{g['train_ll_tail_mean']:+.3f} / {g['test_ll_tail_mean']:+.3f}")
+        acc = r.get("tt_acceptance")
+        print(f"| {r['seed']} | " + " | ".join(cells) + f" | {'-' if acc is None else f'{acc:.3f}'} |")
     for m, g in summary["gap_mean_sd"].items():
-        tr, te = g["train"], g["test"]
-        print(f"{m}: mean gap train {tr[0]:+.3f} (sd {tr[1]:.3f}), test {te[0]:+.3f} (sd {te[1]:.3f})")
-    for k, (mu, se) in summary["trans_sap_minus_sap"].items():
-        print(f"Trans-SAP minus SAP ({k}): {mu:+.3f} +- {se:.3f} (standard error over {summary['seeds']} seeds)")
+        tr, te = g["train_ll_tail_mean"], g["test_ll_tail_mean"]
+        print(f"{m}: mean gap (last 10%) train {tr[0]:+.3f} (sd {tr[1]:.3f}), test {te[0]:+.3f} (sd {te[1]:.3f})")
+    for k, v in summary["trans_sap_minus_sap"].items():
+        print(f"Trans-SAP minus SAP ({k}): {v['mean']:+.3f} +- {v['se']:.3f} (standard error over {v['n']} seeds)")
     return summary
 
 

@@ -43,6 +43,9 @@ from ugm_infer import exact
 from ugm_infer.fit import fit
 from ugm_infer.models.ising import ising
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import provenance  # noqa: E402
+
 NUM_SPINS = 15
 
 
@@ -284,6 +287,7 @@ def main(argv=None) -> dict:
     result = run(args)
     result["config"]["total_seconds"] = time.perf_counter() - t
     result["config"]["command"] = "python examples/vbm_learning.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["config"]["provenance"] = provenance(argv, __file__)
     with open(os.path.join(args.out, "vbm_learning.json"), "w") as f:
         json.dump(result, f, indent=1)
     plot(result, os.path.join(args.out, "vbm_learning.png"))

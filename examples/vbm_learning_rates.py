@@ -67,6 +67,9 @@ from ugm_infer import exact
 from ugm_infer.fit import fit
 from ugm_infer.models.ising import ising
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import provenance  # noqa: E402
+
 NUM_SPINS = 10
 
 # eta_t = a / (b + t): 1/(100+t), 1/(20+0.5t) = 2/(40+t), 1/(10+0.1t) = 10/(100+t)
@@ -415,6 +418,7 @@ def main(argv=None) -> dict:
     result["config"]["command"] = "python examples/vbm_learning_rates.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
+    result["config"]["provenance"] = provenance(argv, __file__)
     with open(json_path, "w") as f:
         json.dump(result, f, indent=1)
     plot(result, png, png_betas)

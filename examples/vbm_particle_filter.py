@@ -55,12 +55,15 @@ from ugm_infer import exact
 from ugm_infer.fit import fit
 from ugm_infer.models.ising import ising
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import provenance  # noqa: E402
+
 NUM_SPINS = 15
 METHODS = ("PF", "PCD", "MCMC-MLE")
 QUICK_METHODS = ("PF", "PCD")
 
 
-def project_couplings() -> optax.GradientTransformation:
+def project_couplings(fields: bool = True) -> optax.GradientTransformation:
     """Gradient w.r.t. dense ``W`` -> gradient w.r.t. ``theta_ij`` (i < j): ``g + g.T``, zero diagonal.
 
     As in ``examples/vbm_learning.py``: ``W[i, j] = W[j, i] = theta_ij`` stays exactly
@@ -76,24 +79,26 @@ def project_couplings() -> optax.GradientTransformation:
         del params
         g = updates["W"]
         g = (g + g.T) * (1.0 - jnp.eye(g.shape[0], dtype=g.dtype))
-        return {**updates, "W": g}, state
+        h = updates["h"] if fields else jnp.zeros_like(updates["h"])  # no fields: h stays at 0
+        return {**updates, "W": g, "h": h}, state
 
     return optax.GradientTransformation(init, update)
 
 
-def random_theta(rng_key: jax.Array, num_spins: int = NUM_SPINS) -> dict:
-    """Every :math:`\\theta_{ij}` (i < j) and :math:`\\theta_i` i.i.d. N(0, 1), as ``{"W", "h"}``."""
+def random_theta(rng_key: jax.Array, num_spins: int = NUM_SPINS, fields: bool = True) -> dict:
+    """Every :math:`\\theta_{ij}` (i < j) and :math:`\\theta_i` i.i.d. N(0, 1) as ``{"W", "h"}`` (without fields h = 0)."""
     key_w, key_h = jax.random.split(rng_key)
     upper = jnp.triu(jax.random.normal(key_w, (num_spins, num_spins)), k=1)
-    return {"W": upper + upper.T, "h": jax.random.normal(key_h, (num_spins,))}
+    h = jax.random.normal(key_h, (num_spins,)) if fields else jnp.zeros((num_spins,))
+    return {"W": upper + upper.T, "h": h}
 
 
-def optimizer(lr: float, decay_b: float) -> optax.GradientTransformation:
-    return optax.chain(project_couplings(), optax.sgd(ui.learn.robbins_monro(lr * decay_b, decay_b)))
+def optimizer(lr: float, decay_b: float, fields: bool = True) -> optax.GradientTransformation:
+    return optax.chain(project_couplings(fields), optax.sgd(ui.learn.robbins_monro(lr * decay_b, decay_b)))
 
 
 def make_learner(name: str, model, args):
-    opt = optimizer(args.lr, args.decay_b)
+    opt = optimizer(args.lr, args.decay_b, not args.no_fields)
     s, n = args.num_particles, args.sweeps
     if name == "PF":
         return ui.learn.pf_mcmc_mle(
@@ -104,6 +109,7 @@ def make_learner(name: str, model, args):
             ess_threshold=args.ess_threshold,
             num_rejuvenation_steps=n,
             num_burnin_steps=args.burnin,
+            max_updates_between_rejuvenation=args.pf_max_updates or None,
         )
     if name == "PCD":
         return ui.learn.pcd(model, opt, num_particles=s, num_sweeps=n)
@@ -130,12 +136,12 @@ def run(args) -> dict:
     model = ising(args.num_spins)
     key = jax.random.key(args.seed)
     key_true, key_data, key_inits, key_fit = jax.random.split(key, 4)
-    true_params = random_theta(key_true, args.num_spins)
+    true_params = random_theta(key_true, args.num_spins, not args.no_fields)
     sample = exact.sample(key_data, model, true_params, args.num_train + args.num_test)
     train = {"s": np.asarray(sample["s"][: args.num_train])}
     test = {"s": np.asarray(sample["s"][args.num_train :])}
     true_test_ll = float(exact.average_log_likelihood(model, true_params, test))
-    inits = [random_theta(k, args.num_spins) for k in jax.random.split(key_inits, args.trials)]
+    inits = [random_theta(k, args.num_spins, not args.no_fields) for k in jax.random.split(key_inits, args.trials)]
     curves: dict = {m: [] for m in args.methods}
     for name in args.methods:
         learner = make_learner(name, model, args)
@@ -206,6 +212,8 @@ def run(args) -> dict:
             "sweeps": args.sweeps,
             "ess_threshold": args.ess_threshold,
             "pf_burnin": args.burnin,
+            "pf_max_updates_between_rejuvenation": args.pf_max_updates,
+            "fields": not args.no_fields,
             "mle_sweeps": args.mle_sweeps,
             "max_inner": args.max_inner,
             "grad_threshold": args.grad_threshold,
@@ -291,11 +299,24 @@ def parse_args(argv=None):
     p.add_argument("--grad-threshold", type=float, default=1e-3, help="MCMC-MLE: L1 gradient norm ending a round")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--decay-b", type=float, default=1000.0, help="lr_t = lr * b / (b + t)")
+    p.add_argument("--pf-max-updates", type=int, default=0, help="PF: also rejuvenate after this many updates (0: off)")
+    p.add_argument("--no-fields", action="store_true", help="couplings only, fields fixed at 0 (the paper's VBM)")
+    p.add_argument(
+        "--paper",
+        action="store_true",
+        help="Asuncion et al.'s settings: no fields, S=50, n=1, 10 sweeps at theta_0, ESS threshold 0.9, a "
+        "rejuvenation at least every 100 updates, MCMC-MLE with 10 sweeps a round and rounds of at most 100 "
+        "updates, step 0.01 decreasing as 0.01 b / (b + t) with b = 1000 (our choice), 2000 epochs",
+    )
     p.add_argument("--target-slack", type=float, default=0.0, help="time-to-target: worst final median minus this")
     p.add_argument("--methods", nargs="*", default=None, help=f"subset of {list(METHODS)}")
     p.add_argument("--progress", default="off", choices=["auto", "on", "off"])
     p.add_argument("--replot", action="store_true", help="only redraw the PNG from an existing JSON in --out")
     args = p.parse_args(argv)
+    if args.paper:
+        args.no_fields, args.num_particles, args.sweeps, args.burnin, args.ess_threshold = True, 50, 1, 10, 0.9
+        args.pf_max_updates, args.mle_sweeps, args.max_inner, args.lr, args.decay_b = 100, 10, 100, 0.01, 1000.0
+        args.epochs = args.epochs or 2000
     args.trials = args.trials or (1 if args.quick else 10)
     args.epochs = args.epochs or (150 if args.quick else 1000)
     args.eval_every = args.eval_every or max(1, args.epochs // 50)
@@ -324,6 +345,7 @@ def main(argv=None) -> dict:
     result["config"]["command"] = "python examples/vbm_particle_filter.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
+    result["config"]["provenance"] = provenance(argv, __file__)
     with open(json_path, "w") as f:
         json.dump(result, f, indent=1)
     plot(result, png)

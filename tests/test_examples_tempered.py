@@ -43,18 +43,23 @@ def test_tiny_run_writes_json_and_png(tmp_path):
     assert set(saved) == {"config", "curves", "final", "gap_to_exact_ml", "tt_acceptance", "timing"}
     assert set(saved["curves"]) == {"exact ML", "Trans-SAP"}
     for curve in saved["curves"].values():
-        assert set(curve) == {"step", "train_ll", "test_ll", "wall_time"}
-        assert curve["step"][0] == 0 and curve["step"][-1] == 40
+        assert set(curve) == {"step", "gibbs_steps", "train_ll", "test_ll", "wall_time"}
+        assert curve["step"][0] == 0
         assert all(math.isfinite(x) and x < 0 for x in curve["train_ll"] + curve["test_ll"])
+    # a budget of 40 Gibbs steps: exact ML makes 40 updates; Trans-SAP (TT in the last 20 steps, one
+    # run of 2 * (4 - 1) = 6 sweeps before update 20 and every 10 updates) fits 30 updates and one run
+    assert saved["curves"]["exact ML"]["step"][-1] == 40 and saved["curves"]["exact ML"]["gibbs_steps"] is None
+    assert saved["curves"]["Trans-SAP"]["step"][-1] == 30 and saved["curves"]["Trans-SAP"]["gibbs_steps"][-1] == 36
     # identical initial parameters for every learner
     assert len({c["train_ll"][0] for c in saved["curves"].values()}) == 1
     assert set(saved["gap_to_exact_ml"]) == {"Trans-SAP"}
-    assert set(saved["gap_to_exact_ml"]["Trans-SAP"]) == {"train_ll_tail_mean", "test_ll_tail_mean"}
+    assert set(saved["gap_to_exact_ml"]["Trans-SAP"]) >= {"train_ll_tail_mean", "test_ll_tail_mean"}
     acc = saved["tt_acceptance"]
-    # tt_start = 20, every 10 updates: TT runs before updates 20 and 30 (0-based counter)
-    assert acc["num_runs"] == 2 and acc["steps"] == [21, 31]
+    # tt_start = 20: one TT run, before update 20 (0-based counter), i.e. on step 21
+    assert acc["num_runs"] == 1 and acc["steps"] == [21]
     assert 0.0 <= acc["mean"] <= 1.0
     assert saved["config"]["tt_start"] == 20 and saved["config"]["num_train"] == 300
+    assert saved["config"]["commit"]
     assert result["final"].keys() == saved["final"].keys()
 
 
@@ -64,6 +69,16 @@ def test_missing_data_is_a_clear_error(tmp_path):
         example.main(["--quick", "--data", missing, "--out", str(tmp_path / "o")])
     with pytest.raises(FileNotFoundError, match="--data"):
         example.load_mnist(missing, 10, 10, 0)
+
+
+def test_trans_sap_budget_and_pseudo_likelihood():
+    args = example.parse_args([])
+    # the paper's budget: 100,000 Gibbs steps, TT (98 sweeps a run) every 200 updates in the last 50,000
+    assert args.tt_start == 50_000 and args.constant_updates == 10_000
+    updates = example.trans_sap_updates(args)
+    spent = updates + 98 * int(example.tt_runs_before(updates, 50_000, 200))
+    assert spent <= 100_000 < updates + 1 + 98 * int(example.tt_runs_before(updates + 1, 50_000, 200))
+    assert example.check_pseudo_likelihood_against_library() < 1e-4
 
 
 def test_tt_acceptance_counts_only_updates_with_a_tt_run():
