@@ -84,8 +84,8 @@ def load_binarized_mnist(path: str, splits=("train", "test")) -> tuple[np.ndarra
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"binarized MNIST not found at {path!r}; it is not part of the repository: put binarized_mnist.npz in "
-            "../shared/data beside the repository root, set UGM_DATA to the folder holding it, or pass --data PATH to an .npz with bit-packed "
-            "'train' and 'test' arrays of 784 pixels (np.packbits(x, axis=1))"
+            "../shared/data beside the repository root, set UGM_DATA to the folder holding it, or pass --data PATH "
+            "to an .npz with bit-packed 'train' and 'test' arrays of 784 pixels (np.packbits(x, axis=1))"
         )
     d = np.load(path)
     missing = [k for k in splits if k not in d]
