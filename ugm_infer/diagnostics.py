@@ -62,6 +62,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer._idata import check_statistics as _check_statistics
+from ugm_infer._idata import undotted_sample_stats
 from ugm_infer.fit._result import path_name as _path_name
 
 __all__ = [
@@ -147,21 +149,6 @@ def _inference_data(groups: Mapping[str, Any], attrs: dict) -> Any:
         if extra:
             idata.add_groups(extra)
     return idata
-
-
-def _check_statistics(statistics: Any) -> dict[str, Callable]:
-    if statistics is None:
-        return {}
-    if not isinstance(statistics, Mapping):
-        raise TypeError(
-            f"`statistics` must be a dict {{name: fn(state) -> scalar or array}}, got {type(statistics).__name__}"
-        )
-    for name, fn in statistics.items():
-        if not isinstance(name, str) or not name or "/" in name:
-            raise ValueError(f"`statistics` keys must be non-empty strings without '/', got {name!r}")
-        if not callable(fn):
-            raise TypeError(f"`statistics[{name!r}]` must be callable fn(state) -> scalar or array, got {type(fn).__name__}")
-    return dict(statistics)
 
 
 def _variable_shapes(model: Any, states: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -533,23 +520,6 @@ def _check_idata(idata: Any, argname: str) -> None:
 def _is_numpyro_mcmc(result: Any) -> bool:
     """A ``numpyro.infer.MCMC`` (checked by type name: this module does not import NumPyro)."""
     return any(c.__module__.startswith("numpyro.") and c.__name__ == "MCMC" for c in type(result).__mro__)
-
-
-def undotted_sample_stats(idata: Any) -> Any:
-    """``idata`` with ``sample_stats`` variables ``info.<field>`` renamed ``<field>``.
-
-    ``numpyro.infer.MCMC(...).run(extra_fields=("info.swap_acceptance",))`` with a
-    ``ui.numpyro`` kernel names the field ``info.swap_acceptance`` in
-    ``arviz.from_numpyro``; the kernel checks of :func:`diagnose` read ``swap_acceptance``.
-    Names that would clash with an existing variable are kept.
-    """
-    ss = getattr(idata, "sample_stats", None)
-    if ss is None:
-        return idata
-    rename = {n: n[len("info.") :] for n in ss.data_vars if n.startswith("info.") and n[len("info.") :] not in ss.data_vars}
-    if rename:
-        idata.sample_stats = ss.rename(rename)
-    return idata
 
 
 # ======================================================================================

@@ -56,10 +56,8 @@ def resolve_structure(model, params: Any):
         )
     form = lattice_form.lattice_form(model, params)
     if form is not None and getattr(model, "_blocks", None) is None:
-        # a recognised lattice: its checkerboard colours are the blocks (no interaction-graph probe)
-        from ugm_infer.models.lattice import lattice_colors
-
-        colours = lattice_colors(form[0], form[1], form[2])
+        # a recognised lattice (even sizes): its checkerboard colours are the blocks (no interaction-graph probe)
+        colours = np.add.outer(np.arange(form[0]), np.arange(form[1])) % 2
         name = next(iter(model.variables))
         structured = model.with_blocks([{name: colours == c} for c in range(int(colours.max()) + 1)])
         _WITH_LATTICE_BLOCKS[model] = structured.detect_structure(params)

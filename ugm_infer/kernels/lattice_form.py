@@ -59,9 +59,8 @@ def neighbour_sum(x: jax.Array, periodic: bool) -> jax.Array:
 
 def _candidate(model) -> tuple[str, tuple[int, int], str] | None:
     """``(name, shape, domain)`` when the model has the right kind of variable, else ``None``."""
-    from ugm_infer.models.lattice import LatticeIsing
-
-    if isinstance(model, LatticeIsing) or len(model.variables) != 1:
+    # ``ui.models.lattice_ising`` (marked, so that kernels need not import the models) has its own fast path
+    if getattr(model, "is_uniform_lattice_ising", False) or len(model.variables) != 1:
         return None
     name, domain = next(iter(model.variables.items()))
     if not isinstance(domain, (Binary, Spin)) or len(domain.shape) != 2:

@@ -58,9 +58,7 @@ _COUNT_CHUNK = 128  # sites summed per byte counter in lane_counts (< 256: no ca
 
 def check_lattice(model) -> None:
     """Raise unless ``model`` is a periodic ``lattice_ising`` with even sizes."""
-    from ugm_infer.models.lattice import LatticeIsing
-
-    if not isinstance(model, LatticeIsing):
+    if not getattr(model, "is_uniform_lattice_ising", False):  # ui.models.LatticeIsing
         raise TypeError(f"`model` must be a ui.models.lattice_ising(...) model, got {type(model).__name__}")
     if not model.periodic or model.height % 2 or model.width % 2 or model.height < 4 or model.width < 4:
         raise ValueError(

@@ -135,6 +135,9 @@ class LatticeIsing(EnergyModel):
         As passed to :func:`lattice_ising`.
     """
 
+    #: recognised by the kernels (``kernels.multispin``, ``kernels.lattice_form``) without importing this module
+    is_uniform_lattice_ising = True
+
     def __init__(self, height: int, width: int, *, periodic: bool = True, domain: str = "spin", dtype: Any = jnp.float32):
         height, width, periodic = _check_lattice(height, width, periodic)
         dom = spin_or_binary(domain, (height, width), dtype)

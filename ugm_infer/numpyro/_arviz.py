@@ -94,7 +94,8 @@ def to_arviz(
     import arviz as az
     import xarray as xr
 
-    from ugm_infer.diagnostics import _check_statistics, undotted_sample_stats
+    from ugm_infer._idata import check_statistics as _check_statistics
+    from ugm_infer._idata import undotted_sample_stats
 
     if not isinstance(mcmc, MCMC):
         raise TypeError(f"`mcmc` must be a numpyro.infer.MCMC that has run, got {type(mcmc).__name__}")
