@@ -396,6 +396,7 @@ def to_arviz(
     betas: Any = None,
     attrs: Mapping[str, Any] | None = None,
 ):
+    # Long because its docstring documents every argument and group; the code is about 30 lines.
     """Convert a run to :class:`arviz.InferenceData`.
 
     Parameters
@@ -657,6 +658,7 @@ def _mixing_advice(idata) -> str:
 
 
 def _check_posterior(idata, var_names, rhat_threshold, ess_threshold, findings, table) -> None:
+    """Append the mixing findings of every posterior variable to ``findings`` and its worst statistics to ``table``."""
     posterior = idata.posterior
     advice = _mixing_advice(idata)
     raw = set(filter(None, str(posterior.attrs.get("raw_variables", "")).split(",")))
@@ -678,99 +680,135 @@ def _check_posterior(idata, var_names, rhat_threshold, ess_threshold, findings, 
             )
         )
     for name in names:
-        da = posterior[name]
-        arr = np.asarray(da.values, np.float64)
-        flat = arr.reshape(chains, draws, -1)
-        extra_shape = arr.shape[2:]
-
-        def badness(st: dict) -> tuple[float, float]:
-            """Order elements by R-hat (NaN last), then by smaller bulk ESS."""
-            rhat = st["rhat"] if (np.isfinite(st["rhat"]) or st["stuck_apart"]) else -math.inf
-            ess = st["ess_bulk"] if np.isfinite(st["ess_bulk"]) else math.inf
-            return rhat, -ess
-
-        stats = [_rhat_ess(flat[:, :, k]) for k in range(flat.shape[-1])]
-        k_worst = max(range(len(stats)), key=lambda k: badness(stats[k]))
-        worst = stats[k_worst]
-        worst_index = np.unravel_index(k_worst, extra_shape) if extra_shape else ()
-        label = _element_label(name, tuple(int(i) for i in worst_index))
-        min_bulk = (
-            float(np.nanmin([s["ess_bulk"] for s in stats])) if any(np.isfinite(s["ess_bulk"]) for s in stats) else math.nan
-        )
-        min_tail = (
-            float(np.nanmin([s["ess_tail"] for s in stats])) if any(np.isfinite(s["ess_tail"]) for s in stats) else math.nan
-        )
+        summary = _summarise_variable(name, np.asarray(posterior[name].values, np.float64))
         table[name] = {
-            "rhat": worst["rhat"],
-            "ess_bulk": min_bulk,
-            "ess_tail": min_tail,
-            "autocorr_lag1": worst["autocorr_lag1"],
-            "tau": worst["tau"],
+            "rhat": summary.worst["rhat"],
+            "ess_bulk": summary.min_bulk,
+            "ess_tail": summary.min_tail,
+            "autocorr_lag1": summary.worst["autocorr_lag1"],
+            "tau": summary.worst["tau"],
         }
-        means = ", ".join(_fmt(m) for m in worst["chain_means"][:8]) + (" ..." if chains > 8 else "")
-        if worst["constant"] and all(s["constant"] for s in stats):
-            findings.append(
-                Finding(
-                    "warning",
-                    label,
-                    f"{label} never changes ({_fmt(float(flat.flat[0]))} in every chain and draw): R-hat and ESS are "
-                    "undefined; the chains may not be moving at all, or the statistic is constant under the model",
-                )
+        findings.extend(_variable_findings(name, summary, rhat_threshold, ess_threshold, advice))
+
+
+class _VariableSummary(NamedTuple):
+    """The mixing statistics of one posterior variable (all its elements).
+
+    ``worst``: the :func:`_rhat_ess` statistics of the element with the largest R-hat
+    (then smallest bulk ESS), named ``label``; ``min_bulk``, ``min_tail``: the smallest
+    ESS over the elements; ``constant``: every element is constant in every chain;
+    ``first``: the variable's first value; ``chains``, ``draws``: the sizes.
+    """
+
+    label: str
+    worst: dict
+    min_bulk: float
+    min_tail: float
+    constant: bool
+    first: float
+    chains: int
+    draws: int
+
+
+def _badness(st: dict) -> tuple[float, float]:
+    """Order elements by R-hat (NaN last), then by smaller bulk ESS."""
+    rhat = st["rhat"] if (np.isfinite(st["rhat"]) or st["stuck_apart"]) else -math.inf
+    ess = st["ess_bulk"] if np.isfinite(st["ess_bulk"]) else math.inf
+    return rhat, -ess
+
+
+def _min_finite(values: list[float]) -> float:
+    return float(np.nanmin(values)) if any(np.isfinite(v) for v in values) else math.nan
+
+
+def _summarise_variable(name: str, arr: np.ndarray) -> _VariableSummary:
+    """The :class:`_VariableSummary` of draws ``arr`` of shape ``(chains, draws, *element shape)``."""
+    chains, draws = arr.shape[:2]
+    flat = arr.reshape(chains, draws, -1)
+    extra_shape = arr.shape[2:]
+    stats = [_rhat_ess(flat[:, :, k]) for k in range(flat.shape[-1])]
+    k_worst = max(range(len(stats)), key=lambda k: _badness(stats[k]))
+    worst_index = np.unravel_index(k_worst, extra_shape) if extra_shape else ()
+    return _VariableSummary(
+        _element_label(name, tuple(int(i) for i in worst_index)),
+        stats[k_worst],
+        _min_finite([s["ess_bulk"] for s in stats]),
+        _min_finite([s["ess_tail"] for s in stats]),
+        all(s["constant"] for s in stats),
+        float(flat.flat[0]),
+        chains,
+        draws,
+    )
+
+
+def _variable_findings(name, summary: _VariableSummary, rhat_threshold, ess_threshold, advice) -> list[Finding]:
+    """The findings of one variable: constant, stuck apart, or not mixed (R-hat); else low bulk/tail ESS."""
+    label, worst, min_bulk, min_tail = summary.label, summary.worst, summary.min_bulk, summary.min_tail
+    chains, draws = summary.chains, summary.draws
+    means = ", ".join(_fmt(m) for m in worst["chain_means"][:8]) + (" ..." if chains > 8 else "")
+    if worst["constant"] and summary.constant:
+        return [
+            Finding(
+                "warning",
+                label,
+                f"{label} never changes ({_fmt(summary.first)} in every chain and draw): R-hat and ESS are "
+                "undefined; the chains may not be moving at all, or the statistic is constant under the model",
             )
-            continue
-        if worst["stuck_apart"]:
-            findings.append(
-                Finding(
-                    "error",
-                    label,
-                    f"chains disagree on {label} and none of them moves: each chain is constant, at different values "
-                    f"(chain means {means}); R-hat is infinite. The chains are stuck in different modes; " + advice,
-                    math.inf,
-                    rhat_threshold,
-                )
+        ]
+    if worst["stuck_apart"]:
+        return [
+            Finding(
+                "error",
+                label,
+                f"chains disagree on {label} and none of them moves: each chain is constant, at different values "
+                f"(chain means {means}); R-hat is infinite. The chains are stuck in different modes; " + advice,
+                math.inf,
+                rhat_threshold,
             )
-            continue
-        if np.isfinite(worst["rhat"]) and worst["rhat"] > rhat_threshold:
-            findings.append(
-                Finding(
-                    "error",
-                    label,
-                    f"chains disagree on {label}: R-hat {worst['rhat']:.4g} > {rhat_threshold} (chain means {means}). "
-                    f"The chains have not mixed (they explore different regions, e.g. different modes; bulk ESS "
-                    f"{_fmt(min_bulk)}); {advice}",
-                    worst["rhat"],
-                    rhat_threshold,
-                )
+        ]
+    if np.isfinite(worst["rhat"]) and worst["rhat"] > rhat_threshold:
+        # low ESS follows from the disagreement; one finding per statistic
+        return [
+            Finding(
+                "error",
+                label,
+                f"chains disagree on {label}: R-hat {worst['rhat']:.4g} > {rhat_threshold} (chain means {means}). "
+                f"The chains have not mixed (they explore different regions, e.g. different modes; bulk ESS "
+                f"{_fmt(min_bulk)}); {advice}",
+                worst["rhat"],
+                rhat_threshold,
             )
-            continue  # low ESS follows from the disagreement; one finding per statistic
-        total = chains * draws
-        ac = worst["autocorr_lag1"]
-        tau = worst["tau"]
-        if np.isfinite(min_bulk) and min_bulk < ess_threshold:
-            findings.append(
-                Finding(
-                    "warning",
-                    f"{name} (bulk ESS)",
-                    f"bulk effective sample size of {name} is {_fmt(min_bulk)} < {_fmt(ess_threshold)} from "
-                    f"{chains}x{draws} = {total} draws (lag-1 autocorrelation {_fmt(ac)}, autocorrelation time "
-                    f"~{_fmt(tau)} draws): run about {_fmt(math.ceil(total * ess_threshold / max(min_bulk, 1.0)))} "
-                    "draws in total or use a better-mixing kernel",
-                    min_bulk,
-                    ess_threshold,
-                )
+        ]
+    found = []
+    total = chains * draws
+    ac = worst["autocorr_lag1"]
+    tau = worst["tau"]
+    if np.isfinite(min_bulk) and min_bulk < ess_threshold:
+        found.append(
+            Finding(
+                "warning",
+                f"{name} (bulk ESS)",
+                f"bulk effective sample size of {name} is {_fmt(min_bulk)} < {_fmt(ess_threshold)} from "
+                f"{chains}x{draws} = {total} draws (lag-1 autocorrelation {_fmt(ac)}, autocorrelation time "
+                f"~{_fmt(tau)} draws): run about {_fmt(math.ceil(total * ess_threshold / max(min_bulk, 1.0)))} "
+                "draws in total or use a better-mixing kernel",
+                min_bulk,
+                ess_threshold,
             )
-        if np.isfinite(min_tail) and min_tail < ess_threshold:
-            findings.append(
-                Finding(
-                    "warning",
-                    f"{name} (tail ESS)",
-                    f"tail effective sample size of {name} is {_fmt(min_tail)} < {_fmt(ess_threshold)}: "
-                    "the 5% and 95% quantiles are poorly estimated (for discrete statistics with few distinct "
-                    "values tail ESS is pessimistic); run longer",
-                    min_tail,
-                    ess_threshold,
-                )
+        )
+    if np.isfinite(min_tail) and min_tail < ess_threshold:
+        found.append(
+            Finding(
+                "warning",
+                f"{name} (tail ESS)",
+                f"tail effective sample size of {name} is {_fmt(min_tail)} < {_fmt(ess_threshold)}: "
+                "the 5% and 95% quantiles are poorly estimated (for discrete statistics with few distinct "
+                "values tail ESS is pessimistic); run longer",
+                min_tail,
+                ess_threshold,
             )
+        )
+    return found
 
 
 def swap_rates(idata_or_result: Any) -> np.ndarray:

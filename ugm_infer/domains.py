@@ -43,7 +43,15 @@ def _as_shape(shape: Any, argname: str = "shape") -> tuple[int, ...]:
 
 
 class Domain:
-    """Base class of the variable domains (see the module docstring)."""
+    """Base class of the variable domains (see the module docstring).
+
+    Parameters
+    ----------
+    shape
+        Shape of one configuration of the variable (``()`` for a scalar).
+    dtype
+        Storage dtype of states.
+    """
 
     shape: tuple[int, ...]
     dtype: Any
@@ -106,7 +114,20 @@ class Domain:
             return (value >= as_int[0]) & (value <= as_int[-1])
         return np.isin(value, values)
 
+    def check_values(self, value: np.ndarray, label: str) -> None:
+        """Raise a ValueError naming ``label`` (e.g. ```state['s']```) when the host array
+        ``value`` holds NaN or inf, or values outside this domain."""
+        if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
+            raise ValueError(f"{label} contains NaN or inf")
+        bad = ~self.contains(value)
+        if np.any(bad):
+            raise ValueError(
+                f"{label} has {int(bad.sum())} value(s) outside the domain {self!r} "
+                f"(allowed {self.values.tolist()}), e.g. {value[bad].reshape(-1)[0]}"
+            )
+
     # -- dunder -----------------------------------------------------------------
+
     def _key(self) -> tuple:
         return (type(self).__name__, self.shape, self.num_states, str(self.dtype))
 
@@ -123,12 +144,7 @@ class Domain:
 class Binary(Domain):
     """Variables in ``{0, 1}``.
 
-    Parameters
-    ----------
-    shape
-        Shape of one configuration of the variable (``()`` for a scalar).
-    dtype
-        Storage dtype of states (``float32`` by default).
+    Takes ``shape`` and ``dtype`` (``float32`` by default) as :class:`Domain` does.
     """
 
     num_states = 2
@@ -147,12 +163,7 @@ class Binary(Domain):
 class Spin(Domain):
     """Variables in ``{-1, +1}`` (index 0 is ``-1``, index 1 is ``+1``).
 
-    Parameters
-    ----------
-    shape
-        Shape of one configuration of the variable (``()`` for a scalar).
-    dtype
-        Storage dtype of states (``float32`` by default).
+    Takes ``shape`` and ``dtype`` (``float32`` by default) as :class:`Domain` does.
     """
 
     num_states = 2

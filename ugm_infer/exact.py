@@ -261,14 +261,7 @@ def _validate_observed(model: Any, data: Any, argname: str = "data") -> tuple[St
                 f"`{argname}` variables disagree on the number of examples: '{name}' has leading shape "
                 f"{arr.shape[:nd]}, expected {batch}"
             )
-        if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
-            raise ValueError(f"`{argname}['{name}']` contains NaN or inf")
-        bad = ~domain.contains(arr)
-        if np.any(bad):
-            raise ValueError(
-                f"`{argname}['{name}']` has {int(bad.sum())} value(s) outside the domain {domain!r} "
-                f"(allowed {domain.values.tolist()}), e.g. {arr[bad].reshape(-1)[0]}"
-            )
+        domain.check_values(arr, f"`{argname}['{name}']`")
         out[name] = jnp.asarray(arr.reshape((-1,) + domain.shape), dtype=domain.dtype)
     assert batch is not None
     num = batch[0] if batch else None
@@ -559,6 +552,18 @@ def _site_deltas(model: Any, params: Any, name: str, method: str, rest: State) -
         e0 = energy_of(jnp.full(d.shape, values[0], dtype=jnp.float32))
         grad = jax.grad(energy_of)(jnp.full(d.shape, 0.5 * (values[0] + values[1]), dtype=jnp.float32))
         return e0, (grad.reshape(-1) * float(values[1] - values[0]))[None, :]
+    return single_site_deltas(model, params, rest, name)
+
+
+def single_site_deltas(model: Any, params: Any, rest: Mapping, name: str) -> tuple[jax.Array, jax.Array]:
+    r"""``(E(rest, r), delta)`` of :func:`_site_deltas` by evaluating every single-site change of ``r``.
+
+    ``r`` is the reference configuration of variable ``name`` (every site at its first
+    value); ``delta[k - 1, i] = E(rest, r^{i -> k}) - E(rest, r)`` for ``k >= 1``.
+    Exact for any energy, one energy evaluation per (site, value).
+    """
+    d = model.variables[name]
+    values = d.values
     ref = jnp.full((d.size,), values[0]).astype(d.dtype)
     e0 = _as_float(model.energy(params, {**rest, name: ref.reshape(d.shape)}))
     sites = np.tile(np.arange(d.size), d.num_states - 1)

@@ -260,15 +260,7 @@ class EnergyModel:
                 raise ValueError(
                     f"`{argname}` variables disagree on the batch shape: '{n}' has {arr.shape[:nd]}, expected {batch_shape}"
                 )
-            if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
-                raise ValueError(f"`{argname}['{n}']` contains NaN or inf")
-            bad = ~d.contains(arr)
-            if np.any(bad):
-                first = arr[bad].reshape(-1)[0]
-                raise ValueError(
-                    f"`{argname}['{n}']` has {int(bad.sum())} value(s) outside the domain {d!r} "
-                    f"(allowed {d.values.tolist()}), e.g. {first}"
-                )
+            d.check_values(arr, f"`{argname}['{n}']`")
             out[n] = jnp.asarray(arr, dtype=d.dtype)
         return out
 

@@ -247,6 +247,17 @@ def _figure_of(axes: Any):
     return np.asarray(axes).ravel()[0].figure
 
 
+def _posterior_to_plot(idata: Any, var_names: Any) -> tuple[Any, Any]:
+    """The InferenceData of ``idata`` and its variables to plot (default: all but the raw state variables)."""
+    idata = _as_idata(idata)
+    if "posterior" not in idata.groups():
+        raise ValueError("`idata` has no posterior group to plot")
+    if var_names is None:
+        raw = set(filter(None, str(idata.posterior.attrs.get("raw_variables", "")).split(",")))
+        var_names = [n for n in idata.posterior.data_vars if n not in raw]
+    return idata, var_names
+
+
 def plot_trace(idata: Any, var_names: Any = None, **kwargs):
     """ArviZ trace plot (``arviz.plot_trace``) of posterior statistics; returns the figure.
 
@@ -258,12 +269,7 @@ def plot_trace(idata: Any, var_names: Any = None, **kwargs):
     """
     import arviz as az
 
-    idata = _as_idata(idata)
-    if "posterior" not in idata.groups():
-        raise ValueError("`idata` has no posterior group to plot")
-    if var_names is None:
-        raw = set(filter(None, str(idata.posterior.attrs.get("raw_variables", "")).split(",")))
-        var_names = [n for n in idata.posterior.data_vars if n not in raw]
+    idata, var_names = _posterior_to_plot(idata, var_names)
     kwargs.setdefault("compact", True)
     kwargs.setdefault("chain_prop", "color")  # one colour per chain: disagreeing chains stand out
     kwargs.setdefault("legend", True)
@@ -278,12 +284,7 @@ def plot_autocorr(idata: Any, var_names: Any = None, *, max_lag: int = 100, comb
     """ArviZ autocorrelation plot (``arviz.plot_autocorr``); returns the figure."""
     import arviz as az
 
-    idata = _as_idata(idata)
-    if "posterior" not in idata.groups():
-        raise ValueError("`idata` has no posterior group to plot")
-    if var_names is None:
-        raw = set(filter(None, str(idata.posterior.attrs.get("raw_variables", "")).split(",")))
-        var_names = [n for n in idata.posterior.data_vars if n not in raw]
+    idata, var_names = _posterior_to_plot(idata, var_names)
     max_lag = min(int(max_lag), idata.posterior.sizes["draw"] - 1)
     with _quiet_arviz():
         axes = az.plot_autocorr(idata, var_names=var_names, max_lag=max_lag, combined=combined, **kwargs)

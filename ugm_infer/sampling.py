@@ -68,6 +68,7 @@ def sample(
     keep_states: bool = True,
     trace_fn: Callable | None = None,
 ) -> SampleResult:
+    # Long because its docstring documents every argument; the code is about 45 lines.
     """Run ``num_chains`` chains of ``algorithm`` (chains = leading axis of ``initial_position``).
 
     Parameters

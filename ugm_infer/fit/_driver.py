@@ -429,6 +429,7 @@ def fit(
     max_steps: int | None = None,
     check_finite: str | bool = "chunk",
 ) -> FitResult:
+    # Long because its docstring documents every argument; the body is a short sequence of named steps.
     """Train ``learner`` on ``data`` by minibatch stochastic approximation.
 
     Each epoch visits a fresh permutation of the data in ``N // batch_size``

@@ -171,6 +171,7 @@ def _colour_neighbours(other, odd_rows, colour: int):
 
 
 def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1, tail_after: int | None = 7):
+    # Long because the half-sweep and its plane loops are nested closures over the checked options.
     """One bit-packed checkerboard sweep for a periodic :func:`~ugm_infer.models.lattice_ising`.
 
     Returns ``sweep(rng_key, words, params, beta=1.0) -> (words, num_planes)`` acting

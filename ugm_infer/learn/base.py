@@ -192,15 +192,7 @@ def check_batch(model: Any, visible: tuple[str, ...], batch: Any, argname: str =
         elif shape[0] != size:
             raise ValueError(f"`{argname}` variables disagree on the batch size: '{n}' has {shape[0]}, expected {size}")
         if is_concrete(x):
-            arr = np.asarray(x)
-            if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
-                raise ValueError(f"`{argname}['{n}']` contains NaN or inf")
-            bad = ~d.contains(arr)
-            if np.any(bad):
-                raise ValueError(
-                    f"`{argname}['{n}']` has {int(bad.sum())} value(s) outside the domain {d!r} "
-                    f"(allowed {d.values.tolist()}), e.g. {arr[bad].reshape(-1)[0]}"
-                )
+            d.check_values(np.asarray(x), f"`{argname}['{n}']`")
         out[n] = jnp.asarray(x).astype(d.dtype)
     if size == 0:
         raise ValueError(f"`{argname}` is empty (batch size 0)")

@@ -51,8 +51,8 @@ import jax
 import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm
 from blackjax.smc import ess as smc_ess
-from blackjax.smc import resampling as smc_resampling
 
+from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels import gibbs
 from ugm_infer.kernels.gibbs import SCANS
 from ugm_infer.learn.base import check_nonnegative_int, check_positive_int, is_concrete
@@ -302,23 +302,6 @@ def maybe_advance(due, kernel: LazyKernel, rng_key, particles: dict, logdensity_
 # ----------------------------------------------------------------------------------
 # importance weights and resampling
 # ----------------------------------------------------------------------------------
-RESAMPLING = {
-    "systematic": smc_resampling.systematic,
-    "stratified": smc_resampling.stratified,
-    "multinomial": smc_resampling.multinomial,
-    "residual": smc_resampling.residual,
-}
-
-
-def resolve_resampling(resampling: Any) -> Callable:
-    """A BlackJAX resampling function by name, or a callable ``(rng_key, weights, num) -> indices``."""
-    if callable(resampling):
-        return resampling
-    if resampling not in RESAMPLING:
-        raise ValueError(f"`resampling` must be one of {sorted(RESAMPLING)} or a callable, got {resampling!r}")
-    return RESAMPLING[resampling]
-
-
 def normalize_log_weights(log_weights: jax.Array) -> jax.Array:
     """Log weights shifted so that they log-sum-exp to 0 (finite for any finite input)."""
     return log_weights - jax.scipy.special.logsumexp(log_weights)

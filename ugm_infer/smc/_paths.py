@@ -69,6 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.domains import Binary, Domain, Spin
+from ugm_infer.exact import _as_float, single_site_deltas
 from ugm_infer.kernels._common import is_concrete, resolve_structure
 
 __all__ = [
@@ -148,36 +149,44 @@ def check_schedule(betas: Any, argname: str = "betas") -> np.ndarray:
 # ======================================================================================
 # base distributions
 # ======================================================================================
+def check_batched(model: Any, arrays: Mapping, argname: str, rows: str) -> tuple[dict[str, np.ndarray], int]:
+    """Host arrays ``{name: (num, *shape)}`` of the model's variables, checked.
+
+    Numeric dtype, shape ``(num, *domain shape)``, one leading size ``num >= 1`` for all
+    (the number of ``rows``: ``"examples"``, ``"runs"``) and values in the domain.
+    """
+    out, num = {}, None
+    for n, x in arrays.items():
+        d = model.variables[n]
+        arr = np.asarray(x)
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+            raise TypeError(f"`{argname}['{n}']` must be numeric, got dtype {arr.dtype}")
+        if arr.ndim != len(d.shape) + 1 or tuple(arr.shape[1:]) != d.shape or arr.shape[0] < 1:
+            raise ValueError(
+                f"`{argname}['{n}']` must have shape (num_{rows}, {', '.join(map(str, d.shape))}), got {arr.shape}"
+            )
+        if num is None:
+            num = arr.shape[0]
+        elif arr.shape[0] != num:
+            raise ValueError(
+                f"`{argname}` variables disagree on the number of {rows}: '{n}' has {arr.shape[0]}, expected {num}"
+            )
+        d.check_values(arr, f"`{argname}['{n}']`")
+        out[n] = arr
+    return out, int(num)
+
+
 def _check_data(model: Any, data: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     if not isinstance(data, Mapping) or not data:
         raise ValueError("`data` must be a non-empty dict {name: array (num_examples, *shape)}")
-    out, num = {}, None
-    for n, x in data.items():
+    for n in data:
         if n not in model.variables:
             raise ValueError(f"`data` names unknown variable '{n}'; the model has {list(model.variables)}")
         if n not in names:
             raise ValueError(
                 f"`data` names '{n}', which is summed analytically (not annealed); annealed variables: {list(names)}"
             )
-        d = model.variables[n]
-        arr = np.asarray(x)
-        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-            raise TypeError(f"`data['{n}']` must be numeric, got dtype {arr.dtype}")
-        if arr.ndim != len(d.shape) + 1 or tuple(arr.shape[1:]) != d.shape or arr.shape[0] < 1:
-            raise ValueError(
-                f"`data['{n}']` must have shape (num_examples, {', '.join(map(str, d.shape))}), got {arr.shape}"
-            )
-        if num is None:
-            num = arr.shape[0]
-        elif arr.shape[0] != num:
-            raise ValueError(
-                f"`data` variables disagree on the number of examples: '{n}' has {arr.shape[0]}, expected {num}"
-            )
-        bad = ~d.contains(arr)
-        if np.any(bad):
-            raise ValueError(f"`data['{n}']` has {int(bad.sum())} value(s) outside {d!r} (allowed {d.values.tolist()})")
-        out[n] = arr
-    return out
+    return check_batched(model, data, "data", "examples")[0]
 
 
 def _data_log_probs(domain: Domain, arr: np.ndarray, pseudo_count: float) -> np.ndarray:
@@ -345,11 +354,6 @@ def latent_method(model: Any, name: str) -> str:
     return "gradient" if (isinstance(d, (Binary, Spin)) and model.multilinear) else "enumeration"
 
 
-def _as_float(x: jax.Array) -> jax.Array:
-    x = jnp.asarray(x)
-    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
-
-
 def latent_deltas(model: Any, params: Any, rest: Mapping, name: str, method: str) -> tuple[jax.Array, jax.Array]:
     r"""``(E(rest, r), delta)`` with ``delta[k - 1, i] = E(rest, r^{i -> k}) - E(rest, r)``, ``k >= 1``.
 
@@ -361,22 +365,12 @@ def latent_deltas(model: Any, params: Any, rest: Mapping, name: str, method: str
     d = model.variables[name]
     values = d.values
     rest = {n: x for n, x in rest.items() if n != name}
-    ref = jnp.full(d.shape, values[0]).astype(d.dtype)
-    e0 = _as_float(model.energy(params, {**rest, name: ref}))
-    if method == "gradient":
-        mid = jnp.full(d.shape, 0.5 * (values[0] + values[1]), dtype=e0.dtype)
-        grad = jax.grad(lambda x: _as_float(model.energy(params, {**rest, name: x})))(mid)
-        return e0, (grad.reshape(-1) * float(values[1] - values[0]))[None, :]
-    flat_ref = ref.reshape(-1)
-    sites = np.tile(np.arange(d.size), d.num_states - 1)
-    new_values = np.repeat(values[1:], d.size)
-
-    def changed(i, v):
-        x = flat_ref.at[i].set(jnp.asarray(v).astype(d.dtype))
-        return _as_float(model.energy(params, {**rest, name: x.reshape(d.shape)}))
-
-    energies = jax.vmap(changed)(jnp.asarray(sites), jnp.asarray(new_values))
-    return e0, (energies - e0).reshape(d.num_states - 1, d.size)
+    if method != "gradient":
+        return single_site_deltas(model, params, rest, name)
+    e0 = _as_float(model.energy(params, {**rest, name: jnp.full(d.shape, values[0]).astype(d.dtype)}))
+    mid = jnp.full(d.shape, 0.5 * (values[0] + values[1]), dtype=e0.dtype)
+    grad = jax.grad(lambda x: _as_float(model.energy(params, {**rest, name: x})))(mid)
+    return e0, (grad.reshape(-1) * float(values[1] - values[0]))[None, :]
 
 
 def _site_lse(delta: jax.Array, beta: Any, log_probs: jax.Array | None = None) -> jax.Array:

@@ -289,27 +289,8 @@ def _check_states(model: Any, state: Any, names: tuple[str, ...], argname: str) 
     missing = [n for n in names if n not in state]
     if missing:
         raise ValueError(f"`{argname}` is missing the annealed variable(s) {missing}")
-    out, num = {}, None
-    for n in names:
-        d = model.variables[n]
-        arr = np.asarray(state[n])
-        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-            raise TypeError(f"`{argname}['{n}']` must be numeric, got dtype {arr.dtype}")
-        if arr.ndim != len(d.shape) + 1 or tuple(arr.shape[1:]) != d.shape or arr.shape[0] < 1:
-            raise ValueError(
-                f"`{argname}['{n}']` must have shape (num_runs, {', '.join(map(str, d.shape))}), got {arr.shape}"
-            )
-        if num is None:
-            num = arr.shape[0]
-        elif arr.shape[0] != num:
-            raise ValueError(
-                f"`{argname}` variables disagree on the number of runs: '{n}' has {arr.shape[0]}, expected {num}"
-            )
-        bad = ~d.contains(arr)
-        if np.any(bad):
-            raise ValueError(f"`{argname}['{n}']` has {int(bad.sum())} value(s) outside {d!r}")
-        out[n] = jnp.asarray(arr, dtype=d.dtype)
-    return out, int(num)
+    arrays, num = _paths.check_batched(model, {n: state[n] for n in names}, argname, "runs")
+    return {n: jnp.asarray(arr, dtype=model.variables[n].dtype) for n, arr in arrays.items()}, num
 
 
 def _prepare(model, params, base, data, pseudo_count, analytic, num_sweeps):
@@ -670,6 +651,7 @@ def ais_latent_log_likelihood(
     mean_field_kwargs: dict | None = None,
     **ais_kwargs: Any,
 ) -> LatentLogLikelihoodResult:
+    # Long because its docstring documents every argument and the estimator; the code is about 50 lines.
     r"""Test log-likelihood of a model whose latent variables interact (a DBM), :math:`\log Z` by AIS.
 
     Salakhutdinov and Hinton (2009, section 4) evaluate a DBM by

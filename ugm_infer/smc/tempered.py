@@ -46,26 +46,18 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from blackjax.smc import resampling as bj_resampling
 from blackjax.smc import solver
 from blackjax.smc.adaptive_tempered import build_kernel as _adaptive_kernel
 from blackjax.smc.tempered import TemperedSMCState
 from blackjax.smc.tempered import build_kernel as _fixed_kernel
 
+from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels._common import resolve_structure
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.smc import _paths
 
 __all__ = ["TemperedSMCResult", "tempered_smc", "RESAMPLING"]
-
-#: Resampling schemes of :mod:`blackjax.smc.resampling` accepted by name.
-RESAMPLING = {
-    "systematic": bj_resampling.systematic,
-    "stratified": bj_resampling.stratified,
-    "multinomial": bj_resampling.multinomial,
-    "residual": bj_resampling.residual,
-}
 
 
 class TemperedSMCResult(NamedTuple):
@@ -135,14 +127,6 @@ def _cache(model: Any, key: tuple, build: Callable[[], Callable]) -> Callable:
     if key not in per_model:
         per_model[key] = build()
     return per_model[key]
-
-
-def _resolve_resampling(resampling: Any) -> Callable:
-    if callable(resampling):
-        return resampling
-    if resampling not in RESAMPLING:
-        raise ValueError(f"`resampling` must be one of {sorted(RESAMPLING)} or a callable, got {resampling!r}")
-    return RESAMPLING[resampling]
 
 
 #: Fewer replicates than this make ``log_Z_se`` unreliable (see :func:`tempered_smc`).
@@ -359,6 +343,7 @@ def tempered_smc(
     max_num_steps: int = 1000,
     particle_sharding: Any = None,
 ) -> TemperedSMCResult:
+    # Long because its docstring documents every argument; the code is about 20 lines.
     r"""Estimate :math:`\log Z` by tempered SMC from a base distribution to :math:`e^{-E}`.
 
     See the module docstring for the path and the estimator.
@@ -440,7 +425,7 @@ def tempered_smc(
     settings = _check_settings(
         num_particles, num_replicates, num_mcmc_steps, max_num_steps, target_ess, schedule, particle_sharding
     )
-    resampling_fn = _resolve_resampling(resampling)
+    resampling_fn = resolve_resampling(resampling)
     _paths.check_params(model, params)
     dtype = _paths.float_dtype(model, params)
     log_probs = _paths.base_log_probs(model, base, tuple(model.variables), data, pseudo_count, dtype=dtype)

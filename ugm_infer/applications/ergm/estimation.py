@@ -211,6 +211,7 @@ def ergm_mcmc_mle(
     min_ess_fraction: float = 0.25,
     t_tol: float = 0.05,
 ) -> MCMCMLEResult:
+    # Long because its docstring documents every argument of the estimator; the code is about 60 lines.
     """MCMC maximum likelihood, iterated as statnet's ``ergm`` does.
 
     Starting from the MPLE (or ``theta0``), each iteration draws ``num_samples``

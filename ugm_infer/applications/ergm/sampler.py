@@ -84,6 +84,7 @@ def toggle_init(position: dict, logdensity_fn: Callable | None = None) -> ERGMTo
 
 
 def toggle_build_kernel(model: ERGM, scan: str = "systematic", update: str = "gibbs", num_toggles: int | None = None):
+    # Long because the docstring explains both updates and the kernel is one closure over a single jitted toggle loop.
     """Edge-toggle kernel ``kernel(rng_key, state, logdensity_fn) -> (state, info)``.
 
     Each toggle visits one dyad ``ij`` and, with :math:`\\eta_{ij} = \\log p(y^+_{ij})
