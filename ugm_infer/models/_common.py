@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.domains import Binary, Spin
 
@@ -241,3 +242,21 @@ def layered_random_params(rng_key: jax.Array, layer_sizes: Sequence[int], scale:
     shapes, _ = layered_param_spec(layer_sizes)
     spec = tuple((k, shape, "normal" if k.startswith("W") else "zeros") for k, shape in shapes.items())
     return random_params(rng_key, tuple(scale for _ in spec), spec, jnp.dtype(dtype))
+
+
+def bound_algorithm(init: Callable, kernel: Callable, logdensity_fn: Callable) -> SamplingAlgorithm:
+    """A model-specific kernel bound to one log-density (BlackJAX top-level API).
+
+    ``init(position, logdensity_fn) -> state`` and ``kernel(rng_key, state,
+    logdensity_fn) -> (state, info)`` become ``SamplingAlgorithm(init(position),
+    step(rng_key, state))``.
+    """
+
+    def init_fn(position, rng_key=None):
+        del rng_key
+        return init(position, logdensity_fn)
+
+    def step_fn(rng_key, state):
+        return kernel(rng_key, state, logdensity_fn)
+
+    return SamplingAlgorithm(init_fn, step_fn)

@@ -63,6 +63,7 @@ from blackjax.base import SamplingAlgorithm
 from ugm_infer.domains import Categorical
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (
+    bound_algorithm,
     check_edges,
     check_int,
     check_key,
@@ -447,16 +448,7 @@ def gibbs_as_top_level_api(
     model: Potts, logdensity_fn: Callable, scan: str = "systematic", num_sweeps: int = 1
 ) -> SamplingAlgorithm:
     """``SamplingAlgorithm(init, step)`` bound to ``logdensity_fn`` (BlackJAX top-level API)."""
-    kernel = gibbs_build_kernel(model, scan, num_sweeps)
-
-    def init_fn(position, rng_key=None):
-        del rng_key
-        return gibbs_init(position, logdensity_fn)
-
-    def step_fn(rng_key, state):
-        return kernel(rng_key, state, logdensity_fn)
-
-    return SamplingAlgorithm(init_fn, step_fn)
+    return bound_algorithm(gibbs_init, gibbs_build_kernel(model, scan, num_sweeps), logdensity_fn)
 
 
 #: The fast single-site Gibbs kernel for :class:`Potts` in BlackJAX style:

@@ -58,7 +58,7 @@ likelihood using bidirectional Monte Carlo. arXiv:1511.02543.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -293,6 +293,23 @@ def _check_states(model: Any, state: Any, names: tuple[str, ...], argname: str) 
     return {n: jnp.asarray(arr, dtype=model.variables[n].dtype) for n, arr in arrays.items()}, num
 
 
+def _anneal(model, latent, method, num_sweeps: int, num_runs: int, *, reverse: bool) -> Callable:
+    """``run(rng_key, params, log_probs, betas, dtype, x_init) -> AISResult``: the cached annealing runs.
+
+    Forward AIS anneals along ``betas``; reverse AIS along them reversed, from ``x_init``.
+    """
+    run = _cache(
+        model, ("ais", latent, method, num_sweeps, num_runs), lambda: _build_run(model, latent, method, num_sweeps, num_runs)
+    )
+
+    def anneal(rng_key, params, log_probs, betas, dtype, x_init) -> AISResult:
+        ladder = betas[::-1].copy() if reverse else betas
+        particles, log_w = run(rng_key, params, log_probs, jnp.asarray(ladder, dtype), x_init)
+        return _finish(log_w, particles, betas, latent, reverse=reverse)
+
+    return anneal
+
+
 def _prepare(model, params, base, data, pseudo_count, analytic, num_sweeps):
     _paths.check_model(model)
     num_sweeps = _paths.check_positive_int(num_sweeps, "num_sweeps")
@@ -405,11 +422,8 @@ def ais(
     )
     key_init, key_run = jax.random.split(rng_key)
     x_init = _paths.sample_base(key_init, model.variables, {n: log_probs[n] for n in names}, num_runs)
-    run = _cache(
-        model, ("ais", latent, method, num_sweeps, num_runs), lambda: _build_run(model, latent, method, num_sweeps, num_runs)
-    )
-    particles, log_w = run(key_run, params, log_probs, jnp.asarray(betas, dtype), x_init)
-    return _finish(log_w, particles, betas, latent, reverse=False)
+    run = _anneal(model, latent, method, num_sweeps, num_runs, reverse=False)
+    return run(key_run, params, log_probs, betas, dtype, x_init)
 
 
 def reverse_ais(
@@ -459,11 +473,8 @@ def reverse_ais(
         model, params, base, data, pseudo_count, analytic, num_sweeps
     )
     x_init, num_runs = _check_states(model, initial_state, names, "initial_state")
-    run = _cache(
-        model, ("ais", latent, method, num_sweeps, num_runs), lambda: _build_run(model, latent, method, num_sweeps, num_runs)
-    )
-    particles, log_w = run(rng_key, params, log_probs, jnp.asarray(betas[::-1].copy(), dtype), x_init)
-    return _finish(log_w, particles, betas, latent, reverse=True)
+    run = _anneal(model, latent, method, num_sweeps, num_runs, reverse=True)
+    return run(rng_key, params, log_probs, betas, dtype, x_init)
 
 
 def _free_energy_fn(model: Any, missing: tuple[str, ...]):

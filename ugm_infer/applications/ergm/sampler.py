@@ -26,7 +26,7 @@ from blackjax import GenerateSamplingAPI
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.applications.ergm.model import ERGM, ERGMLogDensity, _change_core, to_adjacency
-from ugm_infer.models._common import check_int
+from ugm_infer.models._common import bound_algorithm, check_int
 
 __all__ = [
     "ERGMToggleState",
@@ -201,16 +201,7 @@ def toggle_as_top_level_api(
     model: ERGM, logdensity_fn: Callable, scan: str = "systematic", update: str = "gibbs", num_toggles: int | None = None
 ) -> SamplingAlgorithm:
     """``SamplingAlgorithm(init, step)`` bound to ``logdensity_fn`` (BlackJAX top-level API)."""
-    kernel = toggle_build_kernel(model, scan, update, num_toggles)
-
-    def init_fn(position, rng_key=None):
-        del rng_key
-        return toggle_init(position, logdensity_fn)
-
-    def step_fn(rng_key, state):
-        return kernel(rng_key, state, logdensity_fn)
-
-    return SamplingAlgorithm(init_fn, step_fn)
+    return bound_algorithm(toggle_init, toggle_build_kernel(model, scan, update, num_toggles), logdensity_fn)
 
 
 #: The edge-toggle kernel in BlackJAX style: ``ergm_toggle.init(position)``,
