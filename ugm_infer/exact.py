@@ -109,6 +109,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.domains import Binary, Spin
+from ugm_infer.model import FLOAT64_HINT as _FLOAT64_HINT
+from ugm_infer.model import largest_param_note as _largest_param
 
 __all__ = [
     "EnumerationPlan",
@@ -706,26 +708,6 @@ def _log_partition_fn(model: Any, plan: EnumerationPlan) -> Callable:
         return jax.jit(lambda params: jax.nn.logsumexp(_chunk_log_masses(model, params, plan, {})))
 
     return _cached(model, ("log_partition", plan), build)
-
-
-def _largest_param(params: Any) -> str:
-    """``"; the largest parameter is params['W'] (|value| up to 3e+38)"`` ('' when traced or empty)."""
-    best: tuple[str, float] | None = None
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-        if isinstance(leaf, jax.core.Tracer):
-            return ""
-        arr = np.asarray(leaf)
-        if arr.size and np.issubdtype(arr.dtype, np.number):
-            size = float(np.max(np.abs(arr)))
-            if best is None or size > best[1]:
-                best = (jax.tree_util.keystr(path), size)
-    return "" if best is None else f"; the largest parameter is params{best[0]} (|value| up to {best[1]:.3g})"
-
-
-_FLOAT64_HINT = (
-    "use smaller parameters, or float64 (jax.config.update('jax_enable_x64', True) and float64 params), "
-    "which extends the range to about 1.8e308"
-)
 
 
 def _check_finite_result(value: Any, what: str, model: Any, params: Any, *, allow_neg_inf: bool = False) -> None:

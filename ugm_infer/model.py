@@ -71,6 +71,27 @@ def _params_signature(params: Any) -> tuple:
     return treedef, tuple(sig)
 
 
+def largest_param_note(params: Any) -> str:
+    """``"; the largest parameter is params['W'] (|value| up to 3e+38)"`` ('' when traced or empty)."""
+    best: tuple[str, float] | None = None
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if isinstance(leaf, jax.core.Tracer):
+            return ""
+        arr = np.asarray(leaf)
+        if arr.size and np.issubdtype(arr.dtype, np.number):
+            size = float(np.max(np.abs(arr)))
+            if best is None or size > best[1]:
+                best = (jax.tree_util.keystr(path), size)
+    return "" if best is None else f"; the largest parameter is params{best[0]} (|value| up to {best[1]:.3g})"
+
+
+#: what to do when energies overflow float32
+FLOAT64_HINT = (
+    "use smaller parameters, or float64 (jax.config.update('jax_enable_x64', True) and float64 params), "
+    "which extends the range to about 1.8e308"
+)
+
+
 class EnergyModel:
     """A discrete undirected graphical model declared by its energy.
 
@@ -360,7 +381,7 @@ class EnergyModel:
                 raise ValueError(
                     f"model '{self.name}': the energy is {value} at a random configuration; "
                     "energies must be finite (NaN gives no distribution; write a hard constraint as a large finite "
-                    "penalty instead of inf)"
+                    f"penalty instead of inf); if the energies overflow, {FLOAT64_HINT}{largest_param_note(params)}"
                 )
         if key is not None:
             cache[key] = out
