@@ -5,6 +5,11 @@ folder (never over the committed results) and must exit cleanly with a JSON that
 These are not timings: the speed targets live in the scripts' full runs
 (``docs/performance.md``).  Scripts that need a tool this environment lacks (adabmDCA's
 CLI, the THRML package, the MNIST file) are skipped with the reason.
+
+The scripts whose quick mode costs under ~15 s of CPU (mostly compilation) run by
+default, about 60 s of CPU together; the others compile many programs (an RBM 784-500
+under four contenders, several samplers in their own processes, an SMC and two AIS
+runs) and are marked ``slow`` (``pytest -m slow tests/test_benchmarks_quick.py``).
 """
 
 from __future__ import annotations
@@ -54,12 +59,25 @@ SCRIPTS = {
 }
 
 
+# quick modes that cost more than ~15 s of CPU (measured on the 2-core development machine)
+SLOW = {
+    "bench_cost_curves.py",
+    "bench_dense.py",
+    "bench_fit.py",
+    "bench_log_z.py",
+    "bench_numpyro_mixed.py",
+    "bench_pcd_sklearn.py",
+}
+
+
 def test_every_script_is_listed():
     scripts = {p.name for p in BENCH.glob("bench_*.py")}
     assert scripts == set(SCRIPTS), "add new benchmark scripts to SCRIPTS (with a --quick mode)"
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
+@pytest.mark.parametrize(
+    "script", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name for name in sorted(SCRIPTS)]
+)
 def test_quick_mode_runs(script, tmp_path):
     extra, skip = SCRIPTS[script]
     if skip:
