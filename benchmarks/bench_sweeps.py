@@ -144,6 +144,8 @@ def machine_info() -> dict:
         "platform": platform.platform(),
         "processor": platform.processor(),
         "cpu_count": os.cpu_count(),
+        "load_average_1_5_15min": os.getloadavg(),  # when the result is written
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "python": platform.python_version(),
         "jax": jax.__version__,
         "devices": [str(d) for d in jax.devices()],
