@@ -19,9 +19,9 @@ loaded machine the absolute times are inflated by contention (see
 Run::
 
     python benchmarks/bench_cost_curves.py            # full (about 10 min on 2 busy cores)
-    python benchmarks/bench_cost_curves.py --quick    # 7 small points in one process (smoke test)
+    python benchmarks/bench_cost_curves.py --quick    # 6 tiny points in one process (smoke test)
 
-Writes ``benchmarks/results/cost_curves.json`` and ``cost_curves.png``.
+Writes ``benchmarks/results/cost_curves.json`` and ``cost_curves.png`` (``cost_curves_quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations
@@ -99,11 +99,13 @@ def run_point(spec: dict) -> dict:
 
 
 def points(quick: bool, repeats: int, target: float) -> list[dict]:
+    lattice_chain_size = 64
     if quick:
-        chains = [1, 64]
-        lattices = [16, 128]
-        rbms = [500]
-        rbm_chain_shape = (784, 500)
+        chains = [1, 4]
+        lattices = [16]
+        rbms = [20]
+        rbm_chain_shape = (20, 10)
+        lattice_chain_size = 16
     else:
         chains = [1, 4, 16, 64, 256, 1024]
         lattices = [16, 32, 64, 128, 256, 512, 1024]
@@ -111,7 +113,7 @@ def points(quick: bool, repeats: int, target: float) -> list[dict]:
         rbm_chain_shape = (784, 500)
     out = []
     for c in chains:
-        out.append({"curve": "chains", "kind": "lattice", "size": 64, "chains": c})
+        out.append({"curve": "chains", "kind": "lattice", "size": lattice_chain_size, "chains": c})
     for c in chains:
         out.append({"curve": "chains", "kind": "rbm", "size": list(rbm_chain_shape), "chains": c})
     for n in lattices:
@@ -189,15 +191,19 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--target", type=float, default=None, help="approximate seconds per timed call")
-    parser.add_argument("--out", default="benchmarks/results/cost_curves.json")
-    parser.add_argument("--png", default="benchmarks/results/cost_curves.png")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
+    parser.add_argument("--png", default=None, help="figure (default: next to the JSON, same name)")
     parser.add_argument("--point", default=None, help=argparse.SUPPRESS)  # internal: one point, JSON
     args = parser.parse_args(argv)
+    args.out = args.out or "benchmarks/results/cost_curves.json"
+    if args.quick and args.out == "benchmarks/results/cost_curves.json":
+        args.out = args.out.replace(".json", "_quick.json")
+    args.png = args.png or str(Path(args.out).with_suffix(".png"))
     if args.point is not None:
         print("RESULT " + json.dumps(run_point(json.loads(args.point))), flush=True)
         return
-    repeats = args.repeats or (2 if args.quick else 3)
-    target = args.target or (0.1 if args.quick else 0.4)
+    repeats = args.repeats or (1 if args.quick else 3)
+    target = args.target or (0.01 if args.quick else 0.4)
     rows = []
     for p in points(args.quick, repeats, target):
         if args.quick:  # in-process (fast smoke test); the RSS figures are then cumulative, not per point

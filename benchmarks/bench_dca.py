@@ -25,6 +25,7 @@ Run::
 
     python benchmarks/bench_dca.py --epochs 50                 # runs adabmDCA, then ugm_infer
     python benchmarks/bench_dca.py --epochs 50 --adabmdca-dir out/ada50
+    python benchmarks/bench_dca.py --quick                     # 2 updates of each (a smoke test)
 
 Prints a markdown table and writes ``benchmarks/results/bench_dca.json``.
 """
@@ -54,8 +55,13 @@ def parse_args(argv=None):
     p.add_argument("--adabmdca", default="/work/dca-venv/bin/adabmDCA")
     p.add_argument("--adabmdca-dir", dest="adabmdca_dir", default=None, help="reuse this finished adabmDCA run")
     p.add_argument("--workdir", default="out/bench_dca")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "bench_dca.json"))
-    return p.parse_args(argv)
+    p.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
+    p.add_argument("--quick", action="store_true", help="2 updates, 50 chains, 1 sweep (a smoke test)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.epochs, args.chains, args.sweeps = 2, 50, 1
+    args.out = args.out or os.path.join(HERE, "results", f"bench_dca{'_quick' if args.quick else ''}.json")
+    return args
 
 
 def parse_adabmdca_log(folder: str) -> dict:

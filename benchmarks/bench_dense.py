@@ -137,10 +137,11 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--steps", type=int, default=None, help="BM updates per timed call")
     parser.add_argument("--updates", type=int, default=None, help="semi-RBM updates per timed call")
-    parser.add_argument("--out", default="benchmarks/results/bench_dense.json")
+    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    args.out = args.out or f"benchmarks/results/bench_dense{'_quick' if args.quick else ''}.json"
     repeats = args.repeats or (2 if args.quick else 7)
-    steps = args.steps or (50 if args.quick else 500)
+    steps = args.steps or (20 if args.quick else 500)
     load_before = os.getloadavg()
     bm = bm16(16, args.particles, args.batch, steps, repeats)
     print(
@@ -149,7 +150,7 @@ def main(argv=None):
         flush=True,
     )
     if args.quick:
-        semi = semi_rbm(64, 32, 20, 20, 2, repeats)
+        semi = semi_rbm(16, 8, 10, 10, 2, repeats)
     else:
         semi = semi_rbm(784, 500, args.particles, args.batch, args.updates or 5, repeats)
     print(f"{semi['case']}: {semi['seconds_per_update_median']:.4f} s per update (median)", flush=True)

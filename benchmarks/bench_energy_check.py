@@ -15,6 +15,7 @@ row.  Run it against another checkout (``PYTHONPATH=/path/to/checkout``) to comp
 without ``check_energy`` the first call is only the finiteness test of the leaves::
 
     python benchmarks/bench_energy_check.py     # writes benchmarks/results/bench_energy_check.json
+    python benchmarks/bench_energy_check.py --quick   # two small models (a smoke test)
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ MODELS = {
     "potts(53, 21)": (lambda: ui.models.potts(53, 21), lambda m: m.init_params(jax.random.key(0))),
 }
 
+QUICK_MODELS = {
+    "rbm(20, 10)": (lambda: ui.models.rbm(20, 10), lambda m: m.init_params(jax.random.key(0))),
+    "lattice_ising(8, 8)": (lambda: ui.models.lattice_ising(8, 8), lambda m: m.init_params(J=0.44)),
+}
+
 
 def median_ms(fn, repeats: int) -> float:
     times = []
@@ -54,19 +60,24 @@ def median_ms(fn, repeats: int) -> float:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="benchmarks/results/bench_energy_check.json")
+    parser.add_argument("--quick", action="store_true", help="two small models, 3 repeats (a smoke test)")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
+    args.out = args.out or "benchmarks/results/bench_energy_check.json"
+    if args.quick and args.out == "benchmarks/results/bench_energy_check.json":
+        args.out = args.out.replace(".json", "_quick.json")
     warm = ui.models.ising(4)
     warm.validate_params(warm.init_params(jax.random.key(0)))
     rows = []
-    for name, (build, init) in MODELS.items():
-        construct = median_ms(build, 20)
+    models, repeats = (QUICK_MODELS, 3) if args.quick else (MODELS, 20)
+    for name, (build, init) in models.items():
+        construct = median_ms(build, repeats)
         model = build()
         params = jax.block_until_ready(init(model))
         t = time.perf_counter()
         model.validate_params(params)
         first = 1e3 * (time.perf_counter() - t)
-        later = median_ms(lambda: model.validate_params(params), 20)
+        later = median_ms(lambda: model.validate_params(params), repeats)
         rows.append({"model": name, "construct_ms": construct, "first_validate_ms": first, "next_validate_ms": later})
         print(f"{name:26s} construct {construct:8.3f} ms   first validate_params {first:8.1f} ms   next {later:7.3f} ms")
     out = {

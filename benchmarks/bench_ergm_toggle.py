@@ -18,7 +18,7 @@ table and writes JSON.
 Run::
 
     python benchmarks/bench_ergm_toggle.py            # n = 10, 30, 60
-    python benchmarks/bench_ergm_toggle.py --quick    # n = 10, 20
+    python benchmarks/bench_ergm_toggle.py --quick    # n = 8 (a smoke test)
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=None)
     args = parser.parse_args(argv)
     if args.quick:
-        sizes, chains, repeats = [(10, 20, 5), (20, 10, 2)], 8, args.repeats or 3
+        sizes, chains, repeats = [(8, 5, 2)], 4, args.repeats or 2
     else:
         sizes, chains, repeats = [(10, 200, 20), (30, 50, 2), (60, 20, 1)], 16, args.repeats or 5
     results = [bench(n, chains, fast, generic, repeats) for n, fast, generic in sizes]

@@ -392,9 +392,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out")
     a = parser.parse_args(argv)
     a.repeats = a.repeats or (2 if a.quick else 5)
-    a.mnist_examples = 5000 if a.quick else 50000
-    a.dense_epochs = 50 if a.quick else 200
-    a.checkpoint_epochs = 10 if a.quick else 50
+    a.mnist_examples = 500 if a.quick else 50000
+    a.dense_epochs = 10 if a.quick else 200
+    a.checkpoint_epochs = 4 if a.quick else 50
     out = Path(a.out or f"benchmarks/results/bench_fit{'_quick' if a.quick else ''}.json")
     parts = {"mnist": part_mnist, "dense": part_dense, "checkpoint": part_checkpoint}
     # parts run separately are merged into one file; each part records its own command and time

@@ -16,6 +16,11 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
 ``hand_subl``
     four int8 sub-lattices, one ``jax.random.uniform`` per updated site, chains in
     groups of 4 processed with ``lax.map`` (``benchmarks/handwritten.py``).
+``ugm_user`` (only with ``--only ... ugm_user`` or ``--user``)
+    the same ``ui.sample`` call on a user-written energy over the same lattice,
+    ``ui.EnergyModel(lambda p, x: -p["J"] * sum(s * roll(s, 1, 0) + s * roll(s, 1, 1))
+    - p["h"] * sum(s), {"s": ui.Spin((L, L))})``; reported as ``t_user / t_ugm``
+    (paired median; the target is at most 1.3).
 
 Reported per case: nanoseconds per spin update (median), spin updates per second,
 the paired ratio ``t_hand / t_ugm`` against the faster hand-written sweep (median of
@@ -26,8 +31,10 @@ the timed repeats.  The machine's load average is recorded before and after.
 Run::
 
     python benchmarks/bench_lattice.py                 # all 15 cases (~10 min on 2 idle cores)
-    python benchmarks/bench_lattice.py --quick         # two small cases, a few seconds
+    python benchmarks/bench_lattice.py --quick         # one 16x16 case with 2 chains, a few seconds
     python benchmarks/bench_lattice.py --sizes 128 512 --chains 32
+    python benchmarks/bench_lattice.py --sizes 64 128 256 512 --chains 32 --only ugm_infer ugm_user \
+        --out benchmarks/results/bench_lattice_user.json
 
 Prints a markdown table and writes ``benchmarks/results/bench_lattice.json``.
 """
@@ -42,6 +49,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,6 +59,13 @@ from bench_sweeps import machine_info  # noqa: E402
 import ugm_infer as ui  # noqa: E402
 
 J, H = 0.44, 0.0
+CONTENDERS = ("ugm_infer", "hand_packed", "hand_subl", "ugm_user")
+
+
+def user_energy(params, state):
+    """A lattice Ising energy as a user writes it: periodic neighbours by ``jnp.roll``."""
+    s = state["s"]
+    return -params["J"] * jnp.sum(s * jnp.roll(s, 1, 0) + s * jnp.roll(s, 1, 1)) - params["h"] * jnp.sum(s)
 
 
 def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
@@ -68,6 +83,16 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
 
         jax.block_until_ready(ugm(jax.random.key(0)))
         out["ugm_infer"] = (ugm, time.perf_counter() - t0)
+    if "ugm_user" in which:
+        t0 = time.perf_counter()
+        user = ui.EnergyModel(user_energy, {"s": ui.Spin((size, size))})
+        user_algorithm = ui.kernels.gibbs(user, {"J": jnp.float32(J), "h": jnp.float32(H)})
+
+        def ugm_user(key):
+            return ui.sample(key, user_algorithm, x0, num_sweeps, keep_states=False)
+
+        jax.block_until_ready(ugm_user(jax.random.key(0)))
+        out["ugm_user"] = (ugm_user, time.perf_counter() - t0)
     if "hand_packed" in which:
         t0 = time.perf_counter()
         packed = handwritten.packed_from_spins(x0["s"])
@@ -116,6 +141,10 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
         }
         for n in hands:
             row[f"ratio_{n}_over_ugm_median"] = float(np.median(np.asarray(times[n]) / u))
+    if "ugm_infer" in times and "ugm_user" in times:
+        user = np.asarray(times["ugm_user"]) / np.asarray(times["ugm_infer"])
+        row["ratio_user_over_ugm"] = {"median": float(np.median(user)), "min": float(user.min()), "max": float(user.max())}
+    if "ugm_infer" in times and hands:
         row["first_call_ratio_ugm_over_hand_packed"] = (
             runs["ugm_infer"][1] / runs["hand_packed"][1] if "hand_packed" in runs else None
         )
@@ -124,20 +153,23 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="two small cases, few repeats (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="one tiny case, 2 repeats (a smoke test)")
     parser.add_argument("--sizes", type=int, nargs="*", default=None)
     parser.add_argument("--chains", type=int, nargs="*", default=None)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--target", type=float, default=None, help="approximate seconds per timed call")
     parser.add_argument("--rate", type=float, default=3e8, help="rough spin updates / s, only to size the calls")
-    parser.add_argument("--only", nargs="*", default=None, help="contenders to run (default: all three)")
-    parser.add_argument("--out", default="benchmarks/results/bench_lattice.json")
+    parser.add_argument("--only", nargs="*", default=None, choices=CONTENDERS, help="contenders (default: the first three)")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
-    sizes = args.sizes or ([16, 32] if args.quick else [64, 128, 256, 512, 1024])
-    chain_counts = args.chains or ([1, 8] if args.quick else [1, 32, 256])
+    args.out = args.out or "benchmarks/results/bench_lattice.json"
+    if args.quick and args.out == "benchmarks/results/bench_lattice.json":
+        args.out = args.out.replace(".json", "_quick.json")
+    sizes = args.sizes or ([16] if args.quick else [64, 128, 256, 512, 1024])
+    chain_counts = args.chains or ([2] if args.quick else [1, 32, 256])
     repeats = args.repeats or (2 if args.quick else 5)
-    target = args.target or (0.01 if args.quick else 0.3)
-    which = tuple(args.only or ("ugm_infer", "hand_packed", "hand_subl"))
+    target = args.target or (0.002 if args.quick else 0.3)
+    which = tuple(args.only or CONTENDERS[:3])
     load_before = os.getloadavg()
     rows = []
     for size in sizes:
@@ -148,7 +180,8 @@ def main(argv=None):
             print(
                 f"L={size:5d} chains={chains:4d} sweeps={row['num_sweeps']:4d}: "
                 + ", ".join(f"{n} {row[n]['ns_per_spin_update_median']:.2f} ns" for n in which if n in row)
-                + f"; best hand / ugm {ratio:.3f}",
+                + f"; best hand / ugm {ratio:.3f}"
+                + (f"; user / ugm {row['ratio_user_over_ugm']['median']:.3f}" if "ratio_user_over_ugm" in row else ""),
                 flush=True,
             )
     load_after = os.getloadavg()
@@ -175,6 +208,13 @@ def main(argv=None):
             f"| {row['size']} | {row['chains']} | {row['num_sweeps']} | {ns('ugm_infer')} | {ns('hand_packed')} | "
             f"{ns('hand_subl')} | {ratio} | {first} |"
         )
+    for row in rows:
+        if "ratio_user_over_ugm" in row:
+            r = row["ratio_user_over_ugm"]
+            print(
+                f"L={row['size']} chains={row['chains']}: user roll energy / built-in = **{r['median']:.3f}** "
+                f"({r['min']:.2f}-{r['max']:.2f}), first call {row['ugm_user']['first_call_s']:.2f} s"
+            )
     if "ugm_infer" in which:
         for chains in chain_counts:
             per = [r["ugm_infer"]["ns_per_spin_update_median"] for r in rows if r["chains"] == chains]

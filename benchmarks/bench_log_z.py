@@ -22,7 +22,7 @@ both.  The machine this runs on is shared: the JSON records the load average.
 Run::
 
     python benchmarks/bench_log_z.py            # full (16x16 and 32x32)
-    python benchmarks/bench_log_z.py --quick    # a smoke test (< 60 s)
+    python benchmarks/bench_log_z.py --quick    # a smoke test (8x8, seconds)
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def configurations(quick: bool) -> list[dict]:
     """(lattice size, method, settings) to run; ordered cheap to expensive."""
     if quick:
         return [
-            {"L": 16, "method": "smc", "num_particles": 256, "num_replicates": 2, "num_mcmc_steps": 2},
-            {"L": 16, "method": "ais", "num_runs": 64, "num_betas": 300},
-            {"L": 16, "method": "multispin_ais", "num_runs": 64, "num_betas": 300, "pilot_runs": 32, "pilot_betas": 100},
+            {"L": 8, "method": "smc", "num_particles": 64, "num_replicates": 1, "num_mcmc_steps": 1},
+            {"L": 8, "method": "ais", "num_runs": 16, "num_betas": 50},
+            {"L": 8, "method": "multispin_ais", "num_runs": 32, "num_betas": 50, "pilot_runs": 32, "pilot_betas": 20},
         ]
     return [
         {"L": 16, "method": "smc", "num_particles": 1024, "num_replicates": 4, "num_mcmc_steps": 2},
@@ -157,11 +157,14 @@ def write_json(args, repeats: int, rows: list[dict]) -> None:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="16x16 only, three small configurations")
+    parser.add_argument("--quick", action="store_true", help="8x8 only, three tiny configurations (a smoke test)")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--only", default=None, help="run only configurations whose label contains this string")
-    parser.add_argument("--out", default="benchmarks/results/bench_log_z.json")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
+    args.out = args.out or "benchmarks/results/bench_log_z.json"
+    if args.quick and args.out == "benchmarks/results/bench_log_z.json":
+        args.out = args.out.replace(".json", "_quick.json")
     repeats = args.repeats or (1 if args.quick else 3)
     kaufman = _load_kaufman()
     models = {}

@@ -53,10 +53,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--out", default="benchmarks/results/bench_multispin.json")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
-    repeats = args.repeats or (3 if args.quick else 5)
-    cases = [(64, 32, 20)] if args.quick else [(128, 32, 100), (512, 32, 10), (128, 256, 20)]
+    args.out = args.out or "benchmarks/results/bench_multispin.json"
+    if args.quick and args.out == "benchmarks/results/bench_multispin.json":
+        args.out = args.out.replace(".json", "_quick.json")
+    repeats = args.repeats or (2 if args.quick else 5)
+    cases = [(16, 32, 4)] if args.quick else [(128, 32, 100), (512, 32, 10), (128, 256, 20)]
     rows = []
     for size, chains, sweeps in cases:
         model = ui.models.lattice_ising(size, size)

@@ -61,7 +61,7 @@ FULL = {
 QUICK = {
     "spike_slab": {"n": 30, "p": 6, "pair_corr": 0.97, "coef": 0.9, "noise": 0.8, "seed": 3},
     "mixture": {"num_points": 6, "centers": [-6.0, 0.0, 6.0], "prior_sd": 5.0, "seed": 0},
-    "run": {"chains": 2, "warmup": 50, "draws": 100, "timing_steps": 5, "budget": 120, "wall_limit": 1800},
+    "run": {"chains": 2, "warmup": 10, "draws": 20, "timing_steps": 2, "budget": 20, "wall_limit": 300},
 }
 
 
@@ -377,9 +377,12 @@ def main(argv=None) -> None:
     parser.add_argument("--problems", default=",".join(PROBLEMS))
     parser.add_argument("--samplers", default=",".join(SAMPLERS))
     parser.add_argument("--budget", type=float, default=None, help="CPU-time budget per sampler and problem (s)")
-    parser.add_argument("--out", default=str(HERE / "results" / "numpyro_mixed.json"))
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     parser.add_argument("--worker", nargs=4, metavar=("PROBLEM", "SAMPLER", "CONFIG", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.out = args.out or str(HERE / "results" / "numpyro_mixed.json")
+    if args.quick and args.out == str(HERE / "results" / "numpyro_mixed.json"):
+        args.out = args.out.replace(".json", "_quick.json")
     if args.worker:
         problem, sampler, cfg, out = args.worker
         worker(problem, sampler, json.loads(cfg), out)

@@ -144,6 +144,8 @@ def machine_info() -> dict:
         "platform": platform.platform(),
         "processor": platform.processor(),
         "cpu_count": os.cpu_count(),
+        "load_average_1_5_15min": os.getloadavg(),  # when the result is written
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "python": platform.python_version(),
         "jax": jax.__version__,
         "devices": [str(d) for d in jax.devices()],
@@ -155,14 +157,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats")
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--out", default="benchmarks/results/bench_sweeps.json")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
-    repeats = args.repeats or (3 if args.quick else 7)
+    args.out = args.out or "benchmarks/results/bench_sweeps.json"
+    if args.quick and args.out == "benchmarks/results/bench_sweeps.json":
+        args.out = args.out.replace(".json", "_quick.json")
+    repeats = args.repeats or (2 if args.quick else 7)
     cases = []
-    lattice_sizes = [(32, 8)] if args.quick else [(128, 200), (512, 20)]
+    lattice_sizes = [(16, 4)] if args.quick else [(128, 200), (512, 20)]
     for size, sweeps in lattice_sizes:
         cases.append(("lattice", size, 32, sweeps))
-    cases.append(("rbm", (100, 50) if args.quick else (784, 500), 20 if args.quick else 100, 20 if args.quick else 100))
+    cases.append(("rbm", (20, 10) if args.quick else (784, 500), 4 if args.quick else 100, 4 if args.quick else 100))
 
     rows = []
     for kind, size, chains, sweeps in cases:

@@ -112,8 +112,11 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--only", default=None, help="run only cases whose label contains this string")
     parser.add_argument("--rbm-sweeps", type=int, default=20, help="sweeps per timed call for the RBM case")
-    parser.add_argument("--out", default="benchmarks/results/bench_thrml.json")
+    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
+    args.out = args.out or "benchmarks/results/bench_thrml.json"
+    if args.quick and args.out == "benchmarks/results/bench_thrml.json":
+        args.out = args.out.replace(".json", "_quick.json")
     repeats = args.repeats or (2 if args.quick else 5)
     if args.quick:
         cases = [("lattice", 32, 1, 20), ("lattice", 32, 8, 10), ("rbm", (100, 50), 20, 10)]

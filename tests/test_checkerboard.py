@@ -184,6 +184,19 @@ def test_user_lattice_energies_are_recognised_or_not():
     assert lattice_form(ui.EnergyModel(lambda p, s: -p["J"] * jnp.sum(s["x"]), {"x": ui.Spin((8,))}), scalars) is None
 
 
+def test_recognised_user_lattice_skips_the_structure_probe(monkeypatch):
+    """A recognised lattice needs no Hessian probe (its rows are as long as the lattice: gigabytes at 512^2)."""
+    import ugm_infer.model as model_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("analyze_energy called for a recognised lattice")
+
+    monkeypatch.setattr(model_module, "analyze_energy", refuse)
+    model = ui.EnergyModel(_roll_energy, {"x": ui.Spin((8, 8))})
+    algorithm = ui.kernels.gibbs(model, {"J": jnp.float32(0.3), "h": jnp.float32(0.1)})
+    assert isinstance(algorithm.init(model.random_state(jax.random.key(0))), checkerboard.LatticeGibbsState)
+
+
 @pytest.mark.parametrize("energy,domain,shape", [(_roll_energy, ui.Spin, (4, 4)), (_open_energy, ui.Binary, (2, 4))])
 def test_user_lattice_energy_samples_exactly(energy, domain, shape):
     model = ui.EnergyModel(energy, {"x": domain(shape)})

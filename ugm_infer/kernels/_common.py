@@ -60,6 +60,9 @@ def resolve_structure(model, params: Any):
         colours = np.add.outer(np.arange(form[0]), np.arange(form[1])) % 2
         name = next(iter(model.variables))
         structured = model.with_blocks([{name: colours == c} for c in range(int(colours.max()) + 1)])
+        # the recognition compared the energy with the lattice form on real states, so it is multilinear:
+        # no Hessian probe (whose rows are as long as the lattice: gigabytes at 512 x 512)
+        structured._multilinear = True
         _WITH_LATTICE_BLOCKS[model] = structured.detect_structure(params)
         return _WITH_LATTICE_BLOCKS[model]
     return model.detect_structure(params)
