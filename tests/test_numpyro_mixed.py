@@ -283,7 +283,7 @@ def test_bad_models_and_arguments_raise():
         unp.UGMGibbs(DiscreteHMCGibbs(NUTS(mm.mixture)))
     with pytest.raises(TypeError, match="`sampler` must be a ui.numpyro.UGMGibbs"):
         unp.ParallelTempering(NUTS(mm.mixture), betas=[0.5, 1.0])
-    with pytest.raises(ValueError, match="last inverse temperature must be 1"):
+    with pytest.raises(ValueError, match="last entry of `betas` must be 1"):
         unp.ParallelTempering(unp.UGMGibbs(NUTS(mm.mixture)), betas=[0.5, 0.9])
     # sites that change shape between runs
     kernel = unp.UGMGibbs(HMC(mm.mixture), blocks=[{"c": True}], multilinear=False)
