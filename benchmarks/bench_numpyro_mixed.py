@@ -25,13 +25,15 @@ are recorded too.  From the draws the script computes the error of the running
 estimate after 10%, 20%, ... of them (against the CPU time at which they were
 available) and the bulk ESS (ArviZ, over the chains) of discrete statistics.  A sampler
 that exceeds 1.5 x its budget is stopped (``RLIMIT_CPU``) and reported with what it
-reached.
+reached.  With ``--jobs N`` up to ``N`` worker processes run at once: their CPU times
+are still each one's own, so only the wall times are affected.
 
 Usage::
 
     python benchmarks/bench_numpyro_mixed.py                # full run (up to 10 x 450 CPU s)
     python benchmarks/bench_numpyro_mixed.py --quick        # smoke run for CI (small, short budgets)
     python benchmarks/bench_numpyro_mixed.py --problems mixture --samplers ugm_gibbs,discrete_hmc_gibbs
+    python benchmarks/bench_numpyro_mixed.py --budget 60 --jobs 3   # reduced budgets, 3 workers at a time
 
 prints a table and writes ``benchmarks/results/numpyro_mixed.json`` (``--out``).
 """
@@ -45,6 +47,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -377,6 +380,7 @@ def main(argv=None) -> None:
     parser.add_argument("--problems", default=",".join(PROBLEMS))
     parser.add_argument("--samplers", default=",".join(SAMPLERS))
     parser.add_argument("--budget", type=float, default=None, help="CPU-time budget per sampler and problem (s)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes run at once (CPU times are per process)")
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     parser.add_argument("--worker", nargs=4, metavar=("PROBLEM", "SAMPLER", "CONFIG", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -390,6 +394,8 @@ def main(argv=None) -> None:
     cfg = json.loads(json.dumps(QUICK if args.quick else FULL))
     if args.budget is not None:
         cfg["run"]["budget"] = args.budget
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs must be at least 1, got {args.jobs}")
     problems = [p for p in args.problems.split(",") if p]
     samplers = [s for s in args.samplers.split(",") if s]
     for name in problems:
@@ -403,18 +409,22 @@ def main(argv=None) -> None:
     tmp = out.parent / (out.stem + "_segments")
     tmp.mkdir(exist_ok=True)
     load_start = _load()
-    results, rows = [], []
-    for problem in problems:
-        for sampler in samplers:
-            result = run_one(problem, sampler, cfg, tmp)
-            results.append(result)
-            rows.append(summarise(result))
-            print(f"  {problem} / {sampler}: {result['status']} (load {result['load_before']})", flush=True)
+    pairs = [(problem, sampler) for problem in problems for sampler in samplers]
+
+    def one(pair):
+        result = run_one(*pair, cfg, tmp)
+        print(f"  {pair[0]} / {pair[1]}: {result['status']} (load {result['load_before']})", flush=True)
+        return result
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each task waits on its own worker process
+        results = list(pool.map(one, pairs))
+    rows = [summarise(result) for result in results]
     print(f"\nload average (1, 5, 15 min): start {load_start}, end {_load()}; command: {' '.join(sys.argv)}\n")
     print_table(rows)
     payload = {
         "command": " ".join(sys.argv),
         "config": cfg,
+        "jobs": args.jobs,
         "load_start": load_start,
         "load_end": _load(),
         "summary": rows,

@@ -147,8 +147,11 @@ def test_block_gibbs_mixture_moments_match_exact(mixture_gibbs_run):
     assert mcmc.get_extra_fields()["diverging"].shape == (6000,)
 
 
-def test_arviz_and_diagnose_read_the_run(mixture_gibbs_run):
+def test_arviz_and_diagnose_read_the_run(mixture_gibbs_run, capsys):
     kernel, mcmc = mixture_gibbs_run
+    mcmc.print_summary()  # NumPyro's summary table: continuous and discrete sites, divergences
+    printed = capsys.readouterr().out
+    assert all(name in printed for name in ("mu[0]", "w[1]", "c[7]", "Number of divergences"))
     idata = az.from_numpyro(mcmc, log_likelihood=False)
     assert idata.posterior["c"].dims == ("chain", "draw", "data")  # the plate's name
     assert "info.num_changed" in idata.sample_stats and "diverging" in idata.sample_stats
@@ -160,6 +163,7 @@ def test_arviz_and_diagnose_read_the_run(mixture_gibbs_run):
     np.testing.assert_array_equal(num_c, np.asarray(mcmc.get_samples(group_by_chain=True)["c"]).sum(-1))
     diagnosis = ui.diagnostics.diagnose(mcmc)  # the MCMC run itself
     assert diagnosis.ok, str(diagnosis)
+    assert str(diagnosis).startswith("OK: no mixing problems found.") and "num_c" in str(diagnosis)
     assert set(diagnosis.table) >= {"mu", "w", "num_c"} and diagnosis.table["num_c"]["rhat"] < 1.01
 
 
@@ -279,7 +283,7 @@ def test_bad_models_and_arguments_raise():
         unp.UGMGibbs(DiscreteHMCGibbs(NUTS(mm.mixture)))
     with pytest.raises(TypeError, match="`sampler` must be a ui.numpyro.UGMGibbs"):
         unp.ParallelTempering(NUTS(mm.mixture), betas=[0.5, 1.0])
-    with pytest.raises(ValueError, match="last inverse temperature must be 1"):
+    with pytest.raises(ValueError, match="last entry of `betas` must be 1"):
         unp.ParallelTempering(unp.UGMGibbs(NUTS(mm.mixture)), betas=[0.5, 0.9])
     # sites that change shape between runs
     kernel = unp.UGMGibbs(HMC(mm.mixture), blocks=[{"c": True}], multilinear=False)
