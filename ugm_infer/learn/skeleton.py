@@ -287,6 +287,7 @@ def build(
             return step(rng_key, state, inputs.check_batch(batch), index)
 
         checked_step.batch_index_key = index_key
+    checked_step.optimizer = s.optimizer  # read by ui.fit's learning-rate check (fit._arguments.learner_optimizer)
     return Learner(checked_init, checked_step, s.model, name, s.visible)
 
 
