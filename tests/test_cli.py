@@ -213,7 +213,7 @@ def test_ctrl_c_saves_the_run_and_says_how_to_continue(tmp_path):
             time.sleep(0.1)
         assert proc.poll() is None, proc.stderr.read()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=600)  # a guard against a hang, generous for a loaded machine
     finally:
         if proc.poll() is None:
             proc.kill()
