@@ -51,7 +51,7 @@ EXAMPLES: dict[str, tuple[list[str], str | None]] = {
     "vbm_learning": ([], "vbm_learning.json"),
     "rbm_tempered_transitions": ([], "rbm_tempered_transitions.json"),
     "rbm_ais": ([], "results.json"),
-    "custom_kernel": ([], "results.json"),
+    "custom_kernel": ([], "custom_kernel.json"),
     "diagnose_mixing": ([], None),
     "vbm_learning_rates": ([], "vbm_learning_rates.json"),
     "vbm_particle_filter": ([], "vbm_particle_filter.json"),
