@@ -26,7 +26,7 @@ The multi-label model of the PSMC paper's section 7.1, on a data set available o
 
 Run ``python examples/crf_multilabel.py`` (full) or ``--quick`` (CI, < 90 s of CPU).
 Writes ``crf_multilabel.json`` into ``--out`` (default ``out/crf_multilabel``), in both
-mode.  Results: ``docs/results/crf_multilabel.md``.
+modes.  Results: ``docs/results/crf_multilabel.md``.
 """
 
 from __future__ import annotations
