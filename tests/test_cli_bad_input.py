@@ -10,9 +10,11 @@ hostile data files, saved models, planted links) and checks that
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import zipfile
 
 import jax
 import numpy as np
@@ -36,6 +38,11 @@ def ws(tmp_path_factory):
     good = (rng.random((20, 4)) < 0.5).astype(int)
     np.savetxt(d / "good.csv", good, delimiter=",", fmt="%d")
     np.savez(d / "good.npz", train=good.astype(np.float32))
+    # a data archive whose member claims a 2x2 array but expands to 10 MB (checked before decompressing)
+    member = io.BytesIO()
+    np.lib.format.write_array(member, np.ones((2, 2), np.uint8))
+    with zipfile.ZipFile(d / "bomb.npz", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("train.npy", member.getvalue() + b"\0" * 10**7)
     np.savetxt(d / "three_cols.csv", good[:, :3], delimiter=",", fmt="%d")
     np.savetxt(d / "forty_cols.csv", (rng.random((5, 40)) < 0.5).astype(int), delimiter=",", fmt="%d")
     (d / "header.csv").write_text("a,b,c,d\n" + "\n".join(",".join(map(str, r)) for r in good) + "\n")
@@ -105,6 +112,7 @@ CASES = {
     "--data header read as data": (["fit", "--data", "{d}/header.csv", "--header", "no"], ["--data", "--header yes"]),
     "--data NaN": (["fit", "--data", "{d}/nan.csv"], ["--data", "NaN"]),
     "--data unknown type": (["fit", "--data", "{d}/data.parquet"], ["--data", "unsupported data file type"]),
+    "--data zip bomb": (["fit", "--data", "{d}/bomb.npz"], ["--data", "expands to", "more than its array"]),
     "--data-key unknown": (["fit", "--data", "{d}/good.npz", "--data-key", "nope"], ["--data", "no array named 'nope'"]),
     "--unpack-bits on floats": (["fit", "--data", "{d}/good.csv", "--unpack-bits", "8"], ["--data", "--unpack-bits"]),
     "--eval-data columns": (

@@ -469,6 +469,16 @@ def _header_lines(path: str, delimiter: str | None) -> int:
     return 0
 
 
+def _check_npz_member_size(path: str, key: str) -> None:
+    """Before decompressing ``key``: its zip entry must not expand to more than the array its header declares."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(f"{key}.npy")
+        shape, dtype = _read_member_header(zf, info)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if info.file_size > nbytes + 65536:
+        raise ValueError(f"{path}: member {key!r} expands to {info.file_size} bytes, more than its array ({nbytes})")
+
+
 def _read_array(path: str, key: str | None, header: bool | None) -> np.ndarray:
     ext = os.path.splitext(path)[1].lower()
     try:
@@ -484,6 +494,7 @@ def _read_array(path: str, key: str | None, header: bool | None) -> np.ndarray:
                         raise ValueError(f"{path}: holds arrays {names}; say which one with a key (--data-key)")
                 if key not in names:
                     raise ValueError(f"{path}: no array named {key!r}; it holds {names}")
+                _check_npz_member_size(path, key)
                 return np.asarray(f[key])
         if key is not None:
             raise ValueError(f"a key ({key!r}) only applies to .npz files, not {path}")
