@@ -37,12 +37,13 @@ Random numbers
     The hash is written with ``jax.numpy`` so that XLA fuses it with the neighbour
     count and the comparison into one loop per colour.
 Program structure
-    A call runs ``2 * num_sweeps`` half-sweeps in a ``lax.fori_loop`` whose body
-    updates one colour inside a ``lax.cond`` on the half-sweep's parity.  The loop and
-    the branches are boundaries XLA does not fuse across, so each colour's words are
-    written once and read by the next colour, whatever the caller does with the
-    result (without them XLA may inline an update into a consumer that reads each
-    word several times, repeating the hash).
+    A sweep updates the first colour, then the second, each a static colour (only
+    the shifted reads it needs); ``num_sweeps > 1`` sweeps run in a ``lax.fori_loop``.
+    Half-sweep ``t`` (``0, 1, 2, ...``) hashes with counter ``t``.  Each colour's new
+    words pass through ``lax.optimization_barrier``, which XLA does not fuse across,
+    so they are written once and read by the next colour, whatever the caller does
+    with the result (without it XLA may inline an update into a consumer that reads
+    each word several times, repeating the hash).
 
 Exact: each half-sweep draws every site of a colour from its full conditional given
 the other colour (the sites of a colour do not interact), the same transition as the
@@ -225,11 +226,14 @@ def _lookup(table: jax.Array, index: jax.Array) -> jax.Array:
     return out
 
 
-def _update_colour(layout: LatticeLayout, q: jax.Array, colour: jax.Array, k1, k2, counter, table) -> jax.Array:
-    """New words of ``colour`` (0 or 1, may be traced) given the other colour's words ``q`` (one chain, ``(h, w)``)."""
+def _update_colour(layout: LatticeLayout, q: jax.Array, colour: int | jax.Array, k1, k2, counter, table) -> jax.Array:
+    """New words of ``colour`` (0 or 1, an int or traced) given the other colour's words ``q`` (one chain, ``(h, w)``)."""
     h, w = q.shape
     periodic = layout.periodic
     even = colour == 0  # low site reads q[i, j - 1] and high site q[i, j + 1]; the reverse for colour 1
+
+    def pick(if_even, if_odd):  # a Python int colour selects statically: only the reads it needs
+        return (if_even if even else if_odd) if isinstance(even, bool) else jnp.where(even, if_even, if_odd)
 
     def low(x):
         return (x & 1).astype(jnp.uint32)  # _LOW == 0 (a shift by 0 can defeat vectorisation)
@@ -239,14 +243,14 @@ def _update_colour(layout: LatticeLayout, q: jax.Array, colour: jax.Array, k1, k
 
     left, right = _shifted(q, -1, 1, periodic), _shifted(q, 1, 1, periodic)
     centre = low(q) + high(q)
-    n_low = centre + low(jnp.where(even, left, right)) + high(_shifted(q, -1, 0, periodic))
-    n_high = centre + high(jnp.where(even, right, left)) + low(_shifted(q, 1, 0, periodic))
+    n_low = centre + low(pick(left, right)) + high(_shifted(q, -1, 0, periodic))
+    n_high = centre + high(pick(right, left)) + low(_shifted(q, 1, 0, periodic))
     if layout.num_thresholds == 9:  # open spins: index 2n - d + 4 with d neighbours present
         row = jax.lax.broadcasted_iota(jnp.int32, (h, w), 0)
         col = jax.lax.broadcasted_iota(jnp.int32, (h, w), 1)
         has_left, has_right = (col >= 1).astype(jnp.uint32), (col + 1 < w).astype(jnp.uint32)
-        d_low = 2 + jnp.where(even, has_left, has_right) + (row >= 1).astype(jnp.uint32)
-        d_high = 2 + jnp.where(even, has_right, has_left) + (row + 1 < h).astype(jnp.uint32)
+        d_low = 2 + pick(has_left, has_right) + (row >= 1).astype(jnp.uint32)
+        d_high = 2 + pick(has_right, has_left) + (row + 1 < h).astype(jnp.uint32)
         i_low, i_high = 2 * n_low + 4 - d_low, 2 * n_high + 4 - d_high
     else:
         i_low, i_high = n_low, n_high
@@ -272,17 +276,18 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
     def sweep(rng_key, even, odd, table):
         k1, k2 = key_pair(rng_key)
 
-        def half(t, words):
-            # words = (the colour about to be replaced, the other colour); after the update
-            # the roles swap, so one body serves both colours
-            t = jnp.asarray(t, jnp.uint32)
-            colour = (t + first) % 2
-            stale, other = words
-            del stale
-            return other, _update_colour(layout, other, colour, k1, k2, t, table)
+        def one(i, words):
+            # words = (colour ``first``, the other colour); half-sweep t = 2 i + (0 or 1) uses counter t.
+            # The colours are static, so each update reads only the shifted words it needs; the
+            # barriers keep each colour's words written once (see "Program structure").
+            i = jnp.asarray(i, jnp.uint32)
+            a, b = words
+            a = jax.lax.optimization_barrier(_update_colour(layout, b, first, k1, k2, 2 * i, table))
+            b = jax.lax.optimization_barrier(_update_colour(layout, a, 1 - first, k1, k2, 2 * i + 1, table))
+            return a, b
 
         start = (even, odd) if first == 0 else (odd, even)
-        a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, start)
+        a, b = one(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, one, start)
         return (a, b) if first == 0 else (b, a)
 
     return sweep
@@ -291,23 +296,23 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
 def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array]) -> jax.Array:
     """Number of sites that differ between two ``(even, odd)`` word pairs (int32; reduces the last two axes).
 
-    Two words are viewed as one ``uint32`` holding four site bits, one per byte, and
-    the bytes are summed over blocks of 128 without carries between them (SWAR), so
-    each element of the reduction counts four sites.
+    The two colours' change bits are added word by word (each byte of the sum counts at
+    most 2 changed sites), the sums are added in ``uint16`` over blocks of at most 127
+    words without carries between the bytes (SWAR), and only the block sums are
+    widened: one pass over the four arrays with narrow arithmetic.
     """
-    total = 0
-    for before, after in zip(old, new):
-        diff = (before ^ after) & jnp.uint16((1 << _LOW) | (1 << _HIGH))
-        lead = diff.shape[:-2]
-        flat = diff.reshape(lead + (-1,))
-        pad = (-flat.shape[-1]) % 256
-        if pad:
-            flat = jnp.concatenate([flat, jnp.zeros(lead + (pad,), flat.dtype)], axis=-1)
-        quads = jax.lax.bitcast_convert_type(flat.reshape(lead + (-1, 2)), jnp.uint32)
-        sums = jnp.sum(quads.reshape(lead + (-1, 128)), axis=-1)  # each byte <= 128: no carry
-        per_block = (sums & 0xFF) + ((sums >> 8) & 0xFF) + ((sums >> 16) & 0xFF) + (sums >> 24)
-        total = total + jnp.sum(per_block, axis=-1).astype(jnp.int32)
-    return total
+    mask = jnp.uint16((1 << _LOW) | (1 << _HIGH))
+    diff = ((old[0] ^ new[0]) & mask) + ((old[1] ^ new[1]) & mask)  # bytes <= 2
+    lead = diff.shape[:-2]
+    flat = diff.reshape(lead + (-1,))
+    size = flat.shape[-1]
+    block = next((b for b in range(min(127, size), 31, -1) if size % b == 0), 127)
+    pad = (-size) % block
+    if pad:
+        flat = jnp.concatenate([flat, jnp.zeros(lead + (pad,), flat.dtype)], axis=-1)
+    sums = jnp.sum(flat.reshape(lead + (-1, block)), axis=-1, dtype=jnp.uint16)  # each byte <= 254: no carry
+    per_block = (sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32)
+    return jnp.sum(per_block, axis=-1)
 
 
 class LatticeGibbsState(NamedTuple):
