@@ -257,3 +257,28 @@ def test_count_changed_counts_every_changed_site(shape):
     np.testing.assert_array_equal(
         np.asarray(checkerboard.count_changed(full, (jnp.zeros(shape, jnp.uint16),) * 2)), 4 * shape[1] * shape[2]
     )
+
+
+@pytest.mark.parametrize("height, width, periodic", [(4, 4, True), (6, 8, True), (2, 4, False), (6, 4, False)])
+@pytest.mark.parametrize("domain, dtype", [("spin", jnp.float32), ("binary", jnp.float32), ("spin", jnp.int8)])
+def test_energy_of_words_equals_the_energy(height, width, periodic, domain, dtype):
+    model = ui.models.lattice_ising(height, width, periodic=periodic, domain=domain, dtype=dtype)
+    params = model.init_params(J=0.37, h=-0.23)
+    x = model.random_state(jax.random.key(height + width), 64)
+    layout = checkerboard.LatticeLayout(height, width, periodic, domain, jnp.dtype(dtype).name)
+    got = model.energy_of_words(params, layout, *jax.vmap(layout.pack)(x["s"]))
+    assert model.energy_of_words(params, layout._replace(periodic=not periodic), *jax.vmap(layout.pack)(x["s"])) is None
+    words = jax.jit(lambda p, x: model.energy_of_words(p, layout, *jax.vmap(layout.pack)(x)))(params, x["s"])
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(model.energies(params, x)))
+    # compiled, the final -J pair - h total may round once (a fused multiply-add) on either path alike
+    np.testing.assert_array_equal(np.asarray(words), np.asarray(jax.jit(model.energies)(params, x)))
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_sample_records_the_energies_of_its_states(periodic):
+    model = ui.models.lattice_ising(6, 6, periodic=periodic)
+    params = model.init_params(J=0.3, h=0.1)
+    x0 = model.random_state(jax.random.key(0), 3)
+    out = ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), x0, 5, thin=2, model=model, params=params)
+    want = jax.jit(jax.vmap(model.energies, in_axes=(None, 0)))(params, out.states)  # compiled like ui.sample's
+    np.testing.assert_array_equal(np.asarray(out.energies), np.asarray(want))
