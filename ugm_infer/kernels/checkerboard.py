@@ -294,61 +294,71 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
     return sweep
 
 
-def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array]) -> jax.Array:
-    """Number of sites that differ between two ``(even, odd)`` word pairs (int32; reduces the last two axes).
+def _byte_sum(words: jax.Array, most: int) -> jax.Array:
+    """Sum of both bytes of every ``uint16`` word over the last two axes (int32), each byte at most ``most``.
 
-    The two colours' change bits are added word by word (each byte of the sum counts at
-    most 2 changed sites), the sums are added in ``uint16`` over blocks of at most 127
-    words without carries between the bytes (SWAR), and only the block sums are
-    widened: one pass over the four arrays with narrow arithmetic.
+    The words are added in ``uint16`` over blocks of at most ``255 // most`` without
+    carries between the bytes (SWAR); only the block sums are widened.
     """
-    mask = jnp.uint16((1 << _LOW) | (1 << _HIGH))
-    diff = ((old[0] ^ new[0]) & mask) + ((old[1] ^ new[1]) & mask)  # bytes <= 2
-    lead = diff.shape[:-2]
-    flat = diff.reshape(lead + (-1,))
-    size = flat.shape[-1]
-    block = next((b for b in range(min(127, size), 31, -1) if size % b == 0), 127)
+    lead = words.shape[:-2]
+    flat = words.reshape(lead + (-1,))
+    size, limit = flat.shape[-1], 255 // most
+    block = next((b for b in range(min(limit, size), limit // 4, -1) if size % b == 0), limit)
     pad = (-size) % block
     if pad:
         flat = jnp.concatenate([flat, jnp.zeros(lead + (pad,), flat.dtype)], axis=-1)
-    sums = jnp.sum(flat.reshape(lead + (-1, block)), axis=-1, dtype=jnp.uint16)  # each byte <= 254: no carry
-    per_block = (sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32)
-    return jnp.sum(per_block, axis=-1)
+    sums = jnp.sum(flat.reshape(lead + (-1, block)), axis=-1, dtype=jnp.uint16)  # each byte <= 255: no carry
+    return jnp.sum((sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32), axis=-1)
+
+
+def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """Number of sites that differ between two ``(even, odd)`` word pairs (int32; reduces the last two axes).
+
+    The two colours' change bits are added word by word (each byte counts at most 2
+    changed sites) and summed by byte lanes: one pass over the four arrays with narrow
+    arithmetic.
+    """
+    mask = jnp.uint16((1 << _LOW) | (1 << _HIGH))
+    return _byte_sum(((old[0] ^ new[0]) & mask) + ((old[1] ^ new[1]) & mask), 2)
 
 
 def pair_and_total(layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(sum_<ij> s_i s_j, sum_i s_i)`` as int32 from the words (reduces the last two axes).
 
-    Every bond joins a site of colour 0 to one of colour 1, so the bonds are the four
-    neighbours of each colour-0 site, read as in the sweep (``n`` up neighbours of
-    ``d`` present): ``s_i (2 n - d)`` per site for spins, ``s_i n`` for binary sites.
-    Reads the two word arrays once instead of unpacking the lattice.  On a torus
-    with a side of 2 a pair of sites would count twice (``lattice_ising`` refuses it).
+    Every bond joins a site of colour 0 to one of colour 1: the four neighbours of each
+    colour-0 site, read as in the sweep.  The bonds with both ends up (``AND``, at most
+    4 per byte of a word) and the up sites are summed by byte lanes; for spins
+    ``s_i s_j = 4 x_i x_j - 2 x_i - 2 x_j + 1`` with ``x = (s + 1) / 2``, so
+    ``pair = 4 AND - 2 sum_i deg_i x_i + bonds``.  Reads the two word arrays once
+    instead of unpacking the lattice.  On a torus with a side of 2 a pair of sites
+    would count twice (``lattice_ising`` refuses it).
     """
-    periodic = layout.periodic
-
-    def low(x):
-        return (x & 1).astype(jnp.int32)  # _LOW == 0
-
-    def high(x):
-        return ((x >> _HIGH) & 1).astype(jnp.int32)
-
-    a, d, centre = low(even), high(even), low(odd) + high(odd)
-    n_low = centre + low(_shifted(odd, -1, -1, periodic)) + high(_shifted(odd, -1, -2, periodic))
-    n_high = centre + high(_shifted(odd, 1, -1, periodic)) + low(_shifted(odd, 1, -2, periodic))
-    ups = jnp.sum(a + d + centre, axis=(-2, -1))
+    periodic, e, q = layout.periodic, even, odd
+    mask, low_bit, high_bit = (jnp.uint16(v) for v in (0x0101, 1 << _LOW, 1 << _HIGH))
+    left, right = _shifted(q, -1, -1, periodic), _shifted(q, 1, -1, periodic)
+    up, down = _shifted(q, -1, -2, periodic), _shifted(q, 1, -2, periodic)
+    swapped = (q >> _HIGH) | (q << _HIGH)  # C | B << 8: the other site of the word against A and D
+    both = (
+        (e & q & mask)
+        + (e & swapped & mask)
+        + ((e & left & low_bit) | (e & right & high_bit))  # A(i, j) - B(i, j - 1), D(i, j) - C(i, j + 1)
+        + ((e & (up >> _HIGH) & low_bit) | (e & (down << _HIGH) & high_bit))  # A - C(i - 1, j), D - B(i + 1, j)
+    )
+    bonds_up = _byte_sum(both, 4)
+    ups = _byte_sum((e & mask) + (q & mask), 2)
     if not layout.spin:
-        return jnp.sum(a * n_low + d * n_high, axis=(-2, -1)), ups
+        return bonds_up, ups
+    height, width = layout.height, layout.width
     if periodic:
-        d_low = d_high = 4
-    else:
-        h, w = even.shape[-2:]
-        row = jax.lax.broadcasted_iota(jnp.int32, (h, w), 0)
-        col = jax.lax.broadcasted_iota(jnp.int32, (h, w), 1)
-        d_low = 2 + (col >= 1).astype(jnp.int32) + (row >= 1).astype(jnp.int32)
-        d_high = 2 + (col + 1 < w).astype(jnp.int32) + (row + 1 < h).astype(jnp.int32)
-    pair = jnp.sum((2 * a - 1) * (2 * n_low - d_low) + (2 * d - 1) * (2 * n_high - d_high), axis=(-2, -1))
-    return pair, 2 * ups - layout.height * layout.width
+        degree_ups, bonds = 4 * ups, 2 * height * width
+    else:  # an edge site lacks one neighbour per edge: rows 0 (A, B), H - 1 (C, D), columns 0 (A, C), W - 1 (B, D)
+        row_first = jnp.sum(((e[..., 0, :] & low_bit) + (q[..., 0, :] & low_bit)).astype(jnp.int32), axis=-1)
+        row_last = jnp.sum((((e[..., -1, :] >> _HIGH) & 1) + ((q[..., -1, :] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
+        col_first = jnp.sum(((e[..., :, 0] & low_bit) + ((q[..., :, 0] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
+        col_last = jnp.sum(((q[..., :, -1] & low_bit) + ((e[..., :, -1] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
+        degree_ups = 4 * ups - row_first - row_last - col_first - col_last
+        bonds = height * (width - 1) + width * (height - 1)
+    return 4 * bonds_up - 2 * degree_ups + bonds, 2 * ups - height * width
 
 
 class LatticeGibbsState(NamedTuple):
