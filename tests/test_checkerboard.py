@@ -211,3 +211,74 @@ def test_user_lattice_energy_samples_exactly(energy, domain, shape):
         assert_distribution_matches(cell(draws), probs, label="user roll energy, 4x4 torus")
     else:
         assert_distribution_matches(state_index(draws, model), brute_force(model, params), label="user open energy")
+
+
+def _reference_sweep(layout, num_sweeps, reverse):
+    """The sweep as ``2 num_sweeps`` half-sweeps with a traced colour: the random stream the fast form must keep."""
+    first = 1 if reverse else 0
+
+    def sweep(rng_key, even, odd, table):
+        k1, k2 = checkerboard.key_pair(rng_key)
+
+        def half(t, words):
+            t = jnp.asarray(t, jnp.uint32)
+            return words[1], checkerboard._update_colour(layout, words[1], (t + first) % 2, k1, k2, t, table)
+
+        a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, (even, odd) if first == 0 else (odd, even))
+        return (a, b) if first == 0 else (b, a)
+
+    return sweep
+
+
+@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "spin"), (False, "binary"), (True, "binary")])
+@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
+def test_sweep_is_bit_identical_to_the_half_sweep_reference(periodic, domain, num_sweeps, reverse):
+    layout = checkerboard.LatticeLayout(6, 8, periodic, domain, "float32")
+    table = layout.thresholds(0.4, -0.2, 1.0)
+    x = jax.random.bernoulli(jax.random.key(2), 0.5, (5, 6, 8)).astype(jnp.float32)
+    words = jax.vmap(layout.pack)(x)
+    keys = jax.random.split(jax.random.key(7), 5)
+    run = jax.jit(jax.vmap(checkerboard.build_sweep(layout, num_sweeps, reverse), in_axes=(0, 0, 0, None)))
+    ref = jax.jit(jax.vmap(_reference_sweep(layout, num_sweeps, reverse), in_axes=(0, 0, 0, None)))
+    got, want = run(keys, *words, table), ref(keys, *words, table)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert not np.array_equal(np.asarray(got[0]), np.asarray(words[0]))  # the sweep did change sites
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (2, 64, 64), (1, 1, 1), (4, 100, 130)])
+def test_count_changed_counts_every_changed_site(shape):
+    k = jax.random.split(jax.random.key(sum(shape)), 4)
+    old, new = [tuple(jax.random.bits(kk, shape, jnp.uint16) for kk in pair) for pair in (k[:2], k[2:])]
+    bits = lambda w: np.stack([np.asarray(w) & 1, (np.asarray(w) >> 8) & 1])  # noqa: E731
+    want = sum((bits(o) != bits(n)).sum(axis=(0, 2, 3)) for o, n in zip(old, new))
+    np.testing.assert_array_equal(np.asarray(checkerboard.count_changed(old, new)), want)
+    full = (jnp.full(shape, 0x0101, jnp.uint16),) * 2
+    np.testing.assert_array_equal(
+        np.asarray(checkerboard.count_changed(full, (jnp.zeros(shape, jnp.uint16),) * 2)), 4 * shape[1] * shape[2]
+    )
+
+
+@pytest.mark.parametrize("height, width, periodic", [(4, 4, True), (6, 8, True), (2, 4, False), (6, 4, False)])
+@pytest.mark.parametrize("domain, dtype", [("spin", jnp.float32), ("binary", jnp.float32), ("spin", jnp.int8)])
+def test_energy_of_words_equals_the_energy(height, width, periodic, domain, dtype):
+    model = ui.models.lattice_ising(height, width, periodic=periodic, domain=domain, dtype=dtype)
+    params = model.init_params(J=0.37, h=-0.23)
+    x = model.random_state(jax.random.key(height + width), 64)
+    layout = checkerboard.LatticeLayout(height, width, periodic, domain, jnp.dtype(dtype).name)
+    got = model.energy_of_words(params, layout, *jax.vmap(layout.pack)(x["s"]))
+    assert model.energy_of_words(params, layout._replace(periodic=not periodic), *jax.vmap(layout.pack)(x["s"])) is None
+    words = jax.jit(lambda p, x: model.energy_of_words(p, layout, *jax.vmap(layout.pack)(x)))(params, x["s"])
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(model.energies(params, x)))
+    # compiled, the final -J pair - h total may round once (a fused multiply-add) on either path alike
+    np.testing.assert_array_equal(np.asarray(words), np.asarray(jax.jit(model.energies)(params, x)))
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_sample_records_the_energies_of_its_states(periodic):
+    model = ui.models.lattice_ising(6, 6, periodic=periodic)
+    params = model.init_params(J=0.3, h=0.1)
+    x0 = model.random_state(jax.random.key(0), 3)
+    out = ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), x0, 5, thin=2, model=model, params=params)
+    want = jax.jit(jax.vmap(model.energies, in_axes=(None, 0)))(params, out.states)  # compiled like ui.sample's
+    np.testing.assert_array_equal(np.asarray(out.energies), np.asarray(want))

@@ -37,12 +37,13 @@ Random numbers
     The hash is written with ``jax.numpy`` so that XLA fuses it with the neighbour
     count and the comparison into one loop per colour.
 Program structure
-    A call runs ``2 * num_sweeps`` half-sweeps in a ``lax.fori_loop`` whose body
-    updates one colour inside a ``lax.cond`` on the half-sweep's parity.  The loop and
-    the branches are boundaries XLA does not fuse across, so each colour's words are
-    written once and read by the next colour, whatever the caller does with the
-    result (without them XLA may inline an update into a consumer that reads each
-    word several times, repeating the hash).
+    A sweep updates the first colour, then the second, each a static colour (only
+    the shifted reads it needs); ``num_sweeps > 1`` sweeps run in a ``lax.fori_loop``.
+    Half-sweep ``t`` (``0, 1, 2, ...``) hashes with counter ``t``.  Each colour's new
+    words pass through ``lax.optimization_barrier``, which XLA does not fuse across,
+    so they are written once and read by the next colour, whatever the caller does
+    with the result (without it XLA may inline an update into a consumer that reads
+    each word several times, repeating the hash).
 
 Exact: each half-sweep draws every site of a colour from its full conditional given
 the other colour (the sites of a colour do not interact), the same transition as the
@@ -76,6 +77,7 @@ __all__ = [
     "build_sweep",
     "state_type",
     "count_changed",
+    "pair_and_total",
 ]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -225,11 +227,14 @@ def _lookup(table: jax.Array, index: jax.Array) -> jax.Array:
     return out
 
 
-def _update_colour(layout: LatticeLayout, q: jax.Array, colour: jax.Array, k1, k2, counter, table) -> jax.Array:
-    """New words of ``colour`` (0 or 1, may be traced) given the other colour's words ``q`` (one chain, ``(h, w)``)."""
+def _update_colour(layout: LatticeLayout, q: jax.Array, colour: int | jax.Array, k1, k2, counter, table) -> jax.Array:
+    """New words of ``colour`` (0 or 1, an int or traced) given the other colour's words ``q`` (one chain, ``(h, w)``)."""
     h, w = q.shape
     periodic = layout.periodic
     even = colour == 0  # low site reads q[i, j - 1] and high site q[i, j + 1]; the reverse for colour 1
+
+    def pick(if_even, if_odd):  # a Python int colour selects statically: only the reads it needs
+        return (if_even if even else if_odd) if isinstance(even, bool) else jnp.where(even, if_even, if_odd)
 
     def low(x):
         return (x & 1).astype(jnp.uint32)  # _LOW == 0 (a shift by 0 can defeat vectorisation)
@@ -239,14 +244,14 @@ def _update_colour(layout: LatticeLayout, q: jax.Array, colour: jax.Array, k1, k
 
     left, right = _shifted(q, -1, 1, periodic), _shifted(q, 1, 1, periodic)
     centre = low(q) + high(q)
-    n_low = centre + low(jnp.where(even, left, right)) + high(_shifted(q, -1, 0, periodic))
-    n_high = centre + high(jnp.where(even, right, left)) + low(_shifted(q, 1, 0, periodic))
+    n_low = centre + low(pick(left, right)) + high(_shifted(q, -1, 0, periodic))
+    n_high = centre + high(pick(right, left)) + low(_shifted(q, 1, 0, periodic))
     if layout.num_thresholds == 9:  # open spins: index 2n - d + 4 with d neighbours present
         row = jax.lax.broadcasted_iota(jnp.int32, (h, w), 0)
         col = jax.lax.broadcasted_iota(jnp.int32, (h, w), 1)
         has_left, has_right = (col >= 1).astype(jnp.uint32), (col + 1 < w).astype(jnp.uint32)
-        d_low = 2 + jnp.where(even, has_left, has_right) + (row >= 1).astype(jnp.uint32)
-        d_high = 2 + jnp.where(even, has_right, has_left) + (row + 1 < h).astype(jnp.uint32)
+        d_low = 2 + pick(has_left, has_right) + (row >= 1).astype(jnp.uint32)
+        d_high = 2 + pick(has_right, has_left) + (row + 1 < h).astype(jnp.uint32)
         i_low, i_high = 2 * n_low + 4 - d_low, 2 * n_high + 4 - d_high
     else:
         i_low, i_high = n_low, n_high
@@ -272,42 +277,88 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
     def sweep(rng_key, even, odd, table):
         k1, k2 = key_pair(rng_key)
 
-        def half(t, words):
-            # words = (the colour about to be replaced, the other colour); after the update
-            # the roles swap, so one body serves both colours
-            t = jnp.asarray(t, jnp.uint32)
-            colour = (t + first) % 2
-            stale, other = words
-            del stale
-            return other, _update_colour(layout, other, colour, k1, k2, t, table)
+        def one(i, words):
+            # words = (colour ``first``, the other colour); half-sweep t = 2 i + (0 or 1) uses counter t.
+            # The colours are static, so each update reads only the shifted words it needs; the
+            # barriers keep each colour's words written once (see "Program structure").
+            i = jnp.asarray(i, jnp.uint32)
+            a, b = words
+            a = jax.lax.optimization_barrier(_update_colour(layout, b, first, k1, k2, 2 * i, table))
+            b = jax.lax.optimization_barrier(_update_colour(layout, a, 1 - first, k1, k2, 2 * i + 1, table))
+            return a, b
 
         start = (even, odd) if first == 0 else (odd, even)
-        a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, start)
+        a, b = one(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, one, start)
         return (a, b) if first == 0 else (b, a)
 
     return sweep
 
 
+def _byte_sum(words: jax.Array, most: int) -> jax.Array:
+    """Sum of both bytes of every ``uint16`` word over the last two axes (int32), each byte at most ``most``.
+
+    The words are added in ``uint16`` over blocks of at most ``255 // most`` without
+    carries between the bytes (SWAR); only the block sums are widened.
+    """
+    lead = words.shape[:-2]
+    flat = words.reshape(lead + (-1,))
+    size, limit = flat.shape[-1], 255 // most
+    block = next((b for b in range(min(limit, size), limit // 4, -1) if size % b == 0), limit)
+    pad = (-size) % block
+    if pad:
+        flat = jnp.concatenate([flat, jnp.zeros(lead + (pad,), flat.dtype)], axis=-1)
+    sums = jnp.sum(flat.reshape(lead + (-1, block)), axis=-1, dtype=jnp.uint16)  # each byte <= 255: no carry
+    return jnp.sum((sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32), axis=-1)
+
+
 def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array]) -> jax.Array:
     """Number of sites that differ between two ``(even, odd)`` word pairs (int32; reduces the last two axes).
 
-    Two words are viewed as one ``uint32`` holding four site bits, one per byte, and
-    the bytes are summed over blocks of 128 without carries between them (SWAR), so
-    each element of the reduction counts four sites.
+    The two colours' change bits are added word by word (each byte counts at most 2
+    changed sites) and summed by byte lanes: one pass over the four arrays with narrow
+    arithmetic.
     """
-    total = 0
-    for before, after in zip(old, new):
-        diff = (before ^ after) & jnp.uint16((1 << _LOW) | (1 << _HIGH))
-        lead = diff.shape[:-2]
-        flat = diff.reshape(lead + (-1,))
-        pad = (-flat.shape[-1]) % 256
-        if pad:
-            flat = jnp.concatenate([flat, jnp.zeros(lead + (pad,), flat.dtype)], axis=-1)
-        quads = jax.lax.bitcast_convert_type(flat.reshape(lead + (-1, 2)), jnp.uint32)
-        sums = jnp.sum(quads.reshape(lead + (-1, 128)), axis=-1)  # each byte <= 128: no carry
-        per_block = (sums & 0xFF) + ((sums >> 8) & 0xFF) + ((sums >> 16) & 0xFF) + (sums >> 24)
-        total = total + jnp.sum(per_block, axis=-1).astype(jnp.int32)
-    return total
+    mask = jnp.uint16((1 << _LOW) | (1 << _HIGH))
+    return _byte_sum(((old[0] ^ new[0]) & mask) + ((old[1] ^ new[1]) & mask), 2)
+
+
+def pair_and_total(layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(sum_<ij> s_i s_j, sum_i s_i)`` as int32 from the words (reduces the last two axes).
+
+    Every bond joins a site of colour 0 to one of colour 1: the four neighbours of each
+    colour-0 site, read as in the sweep.  The bonds with both ends up (``AND``, at most
+    4 per byte of a word) and the up sites are summed by byte lanes; for spins
+    ``s_i s_j = 4 x_i x_j - 2 x_i - 2 x_j + 1`` with ``x = (s + 1) / 2``, so
+    ``pair = 4 AND - 2 sum_i deg_i x_i + bonds``.  Reads the two word arrays once
+    instead of unpacking the lattice.  On a torus with a side of 2 a pair of sites
+    would count twice (``lattice_ising`` refuses it).
+    """
+    periodic, e, q = layout.periodic, even, odd
+    mask, low_bit, high_bit = (jnp.uint16(v) for v in (0x0101, 1 << _LOW, 1 << _HIGH))
+    left, right = _shifted(q, -1, -1, periodic), _shifted(q, 1, -1, periodic)
+    up, down = _shifted(q, -1, -2, periodic), _shifted(q, 1, -2, periodic)
+    swapped = (q >> _HIGH) | (q << _HIGH)  # C | B << 8: the other site of the word against A and D
+    both = (
+        (e & q & mask)
+        + (e & swapped & mask)
+        + ((e & left & low_bit) | (e & right & high_bit))  # A(i, j) - B(i, j - 1), D(i, j) - C(i, j + 1)
+        + ((e & (up >> _HIGH) & low_bit) | (e & (down << _HIGH) & high_bit))  # A - C(i - 1, j), D - B(i + 1, j)
+    )
+    bonds_up = _byte_sum(both, 4)
+    ups = _byte_sum((e & mask) + (q & mask), 2)
+    if not layout.spin:
+        return bonds_up, ups
+    height, width = layout.height, layout.width
+    if periodic:
+        degree_ups, bonds = 4 * ups, 2 * height * width
+    else:  # an edge site lacks one neighbour per edge: rows 0 (A, B), H - 1 (C, D), columns 0 (A, C), W - 1 (B, D)
+        row_first = jnp.sum(((e[..., 0, :] & low_bit) + (q[..., 0, :] & low_bit)).astype(jnp.int32), axis=-1)
+        row_last = jnp.sum((((e[..., -1, :] >> _HIGH) & 1) + ((q[..., -1, :] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
+        col_first = jnp.sum(((e[..., :, 0] & low_bit) + ((q[..., :, 0] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
+        col_last = jnp.sum(((q[..., :, -1] & low_bit) + ((e[..., :, -1] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
+        degree_ups = 4 * ups - row_first - row_last - col_first - col_last
+        bonds = height * (width - 1) + width * (height - 1)
+    return 4 * bonds_up - 2 * degree_ups + bonds, 2 * ups - height * width
 
 
 class LatticeGibbsState(NamedTuple):

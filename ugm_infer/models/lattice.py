@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.kernels.checkerboard import LatticeLogDensity
+from ugm_infer.kernels.checkerboard import LatticeLayout, LatticeLogDensity, pair_and_total
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import check_int, check_params, compute_dtype, spin_or_binary
 
@@ -145,8 +145,9 @@ class LatticeIsing(EnergyModel):
         colors = lattice_colors(height, width, periodic)
         blocks = [{"s": colors == c} for c in range(int(colors.max()) + 1)]
         self._pair, self._neighbour_sum = _lattice_pair_sum(height, width, periodic)
+        self._energy = _lattice_energy(self._pair)
         super().__init__(
-            _lattice_energy(self._pair),
+            self._energy,
             {"s": dom},
             blocks,
             multilinear=True,
@@ -156,6 +157,28 @@ class LatticeIsing(EnergyModel):
 
     def _check_params(self, params: Any) -> None:
         check_params(self.name, params, {"J": (), "h": ()}, ["()", "()"])
+
+    def energy_of_words(self, params: Any, layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> jax.Array | None:
+        """:meth:`energy` of states stored as four-sub-lattice words (any leading axes), or ``None``.
+
+        The same values as unpacking and calling :meth:`energy` (the bond and site sums
+        are integers, exact in the float dtype up to ``2^22`` sites), without unpacking.
+        ``None`` when the words are of another lattice, the energy function was
+        replaced, or the lattice is larger than that.
+        """
+        size = self.height * self.width
+        same = (layout.height, layout.width, layout.periodic, layout.domain) == (
+            self.height,
+            self.width,
+            self.periodic,
+            self.domain,
+        )
+        if not same or size > 1 << 22 or self.energy_fn is not self._energy:
+            return None
+        J, h = params["J"], params["h"]
+        pair, total = pair_and_total(layout, even, odd)
+        dtype = compute_dtype(J)
+        return -J * pair.astype(dtype) - h * total.astype(dtype)
 
     def local_fields(self, params: Any, s: jax.Array) -> jax.Array:
         """:math:`J \\sum_{j \\sim i} s_j + h` (``-dE/ds_i``) at every site.
