@@ -120,7 +120,9 @@ def test_open_lattice_matches_enumeration(domain, dtype, J, h):
     assert_distribution_matches(state_index(x, model), brute_force(model, params, 0.9), label=f"2x4 open {domain}")
 
 
-@pytest.mark.parametrize("reverse,temper_by", [(False, 1.0), (True, 1.0), (False, 0.5)])
+@pytest.mark.parametrize(
+    "reverse,temper_by", [(False, 1.0), pytest.param(True, 1.0, marks=pytest.mark.slow), (False, 0.5)]
+)
 def test_torus_matches_enumeration(reverse, temper_by):
     model = ui.models.lattice_ising(4, 4)
     params = model.init_params(J=0.35, h=0.15)

@@ -52,6 +52,7 @@ def binary_csv(tmp_path_factory):
     return path, x.astype(np.float32)
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_fit_evaluate_sample_round_trip(binary_csv, tmp_path):
     path, x = binary_csv
     out = tmp_path / "fit"
@@ -143,6 +144,7 @@ def test_save_load_model_round_trip(tmp_path):
 # ----------------------------------------------------------------------------------
 # defaults that learn, references, checkpoints and resume, output safety
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_defaults_learn_and_the_report_shows_references(binary_csv, tmp_path, capsys):
     """With no training options, fit beats the independent-sites model on data with a pair correlation.
 
@@ -171,6 +173,7 @@ def test_defaults_learn_and_the_report_shows_references(binary_csv, tmp_path, ca
     assert "load_model" in (out / "index.html").read_text()
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_resume_continues_bit_for_bit_and_refuses_changes(binary_csv, tmp_path, capsys):
     path, _ = binary_csv
     common = ["fit", "--data", str(path), "--model", "boltzmann_machine", "--batch-size", "50", "--num-chains", "20"]
@@ -206,7 +209,12 @@ def test_ctrl_c_saves_the_run_and_says_how_to_continue(tmp_path):
     out = tmp_path / "run"
     argv = ["fit", "--data", str(data), "--model", "boltzmann_machine", "--batch-size", "10", "--num-chains", "8"]
     argv += ["--sweeps", "1", "--epochs", "100000", "--eval-every", "1", "--progress", "off", "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-m", "ugm_infer.cli", *argv], stderr=subprocess.PIPE, text=True)
+    # SIGINT back to its default in the child: a test run started in the background (``cmd &``) ignores SIGINT, and
+    # an interpreter that starts with SIGINT ignored never raises KeyboardInterrupt
+    restore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ugm_infer.cli", *argv], stderr=subprocess.PIPE, text=True, preexec_fn=restore_sigint
+    )
     try:
         deadline = time.time() + 300
         while not (out / "checkpoint" / "checkpoint.json").exists() and time.time() < deadline and proc.poll() is None:

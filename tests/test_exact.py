@@ -452,6 +452,7 @@ def np_grouped_hidden_log_weights(ref, nh, block=1 << 14):
     return out
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_rbm_784x20_log_partition():
     nv, nh = 784, 20
     params, ref = grouped_rbm_params(nv, nh, groups=8, seed=0)

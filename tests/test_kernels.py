@@ -56,6 +56,10 @@ KERNELS = [
     ("metropolis", "random"),
 ]
 KERNEL_IDS = [f"{k}-{s}" for k, s in KERNELS]
+#: the same kernels, the random-scan ones as second checks (each is still checked on the dense model and the contract)
+KERNELS_RANDOM_SLOW = [
+    pytest.param(k, s, id=f"{k}-{s}", marks=[pytest.mark.slow] if s == "random" else []) for k, s in KERNELS
+]
 
 
 def build(kind: str, model, scan: str, params, num_sweeps: int = 1):
@@ -117,7 +121,7 @@ def potts_case():
     return model, params, brute_force(model, params)
 
 
-@pytest.mark.parametrize("kind,scan", KERNELS, ids=KERNEL_IDS)
+@pytest.mark.parametrize("kind,scan", KERNELS_RANDOM_SLOW)
 def test_potts(potts_case, kind, scan, key):
     model, params, probs = potts_case
     assert not model.multilinear and len(model.blocks) == 2  # categorical: enumeration path, checkerboard
@@ -140,7 +144,7 @@ def rbm_case():
     return model, params, brute_force(model, params)
 
 
-@pytest.mark.parametrize("kind,scan", KERNELS, ids=KERNEL_IDS)
+@pytest.mark.parametrize("kind,scan", KERNELS_RANDOM_SLOW)
 def test_rbm_joint(rbm_case, kind, scan, key):
     model, params, probs = rbm_case
     x = draws(kind, scan, model, params, 1.0, jax.random.fold_in(key, 3), 20000, 25)
@@ -161,7 +165,7 @@ def lattice_case():
     return model, LATTICE_PARAMS, brute_force(model, LATTICE_PARAMS)
 
 
-@pytest.mark.parametrize("kind,scan", KERNELS, ids=KERNEL_IDS)
+@pytest.mark.parametrize("kind,scan", KERNELS_RANDOM_SLOW)
 def test_lattice_detected_checkerboard(lattice_case, kind, scan, key):
     model, params, probs = lattice_case
     checker = (np.add.outer(np.arange(4), np.arange(4)) % 2).astype(bool)
@@ -209,7 +213,7 @@ def nonml_case():
     return model, params, brute_force(model, params)
 
 
-@pytest.mark.parametrize("kind,scan", KERNELS, ids=KERNEL_IDS)
+@pytest.mark.parametrize("kind,scan", KERNELS_RANDOM_SLOW)
 def test_nonmultilinear_energy_exact(nonml_case, kind, scan, key):
     model, params, probs = nonml_case
     assert model.multilinear is False

@@ -105,6 +105,7 @@ def test_fit_passes_row_indices_to_learners_that_ask():
         ui.fit(bad, jax.random.key(1), data, params=model.init_params(jax.random.key(0)), num_epochs=1, batch_size=8)
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_apcd_under_fit_uses_indices_and_matches_the_hash_lookup():
     """ui.fit passes APCD its rows; the run equals the one that finds rows by hashing them."""
     model = grid_hidden(2, 3, [1, 4], domain="spin")

@@ -263,6 +263,7 @@ def mh_kernel(rng_key, state, logdensity_fn):
     return MHState({"s": s}, logdensity), MHInfo(jnp.mean(accepted))
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_sap_with_a_user_kernel():
     """SAP accepts any (init_fn, kernel_fn) pair; the cached log-density is refreshed every update."""
     problem = weak_problem()

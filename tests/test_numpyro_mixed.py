@@ -134,6 +134,7 @@ def mixture_gibbs_run():
     return kernel, _run(kernel, MIX, num_samples=1500, extra_fields=("info.num_changed",))
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_block_gibbs_mixture_moments_match_exact(mixture_gibbs_run):
     """Block Gibbs (one block: the assignments are independent given w and mu) within NUTS, 4 vectorized chains."""
     kernel, mcmc = mixture_gibbs_run
@@ -184,6 +185,7 @@ def test_spike_and_slab_inclusion_probabilities_match_exact():
     assert_rejects(draws, {f"gamma{j}": wrong[j] for j in range(6)}, "spike-and-slab PIP (tau 3)", variances)
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_parallel_tempering_mixture_moments_match_exact():
     """Replica exchange over power posteriors, each replica a UGMGibbs copy with its own HMC adaptation."""
     kernel = unp.ParallelTempering(unp.UGMGibbs(HMC(mm.mixture, trajectory_length=1.0)), betas=[0.3, 0.6, 1.0])

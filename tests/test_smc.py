@@ -95,6 +95,7 @@ def test_lattice_fixed_schedule_residual_metropolis():
     np.testing.assert_allclose(np.asarray(res.tempering_params)[0], schedule[1:], atol=1e-6)
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_rbm_data_base(rbm_case):
     model, params, log_z, data = rbm_case
     res = ui.smc.tempered_smc(jax.random.key(8), model, params, num_particles=N, num_replicates=R, base="data", data=data)

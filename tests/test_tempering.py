@@ -204,6 +204,7 @@ def test_parallel_tempering_info_and_round_trips():
     assert np.all(np.diff(np.asarray(info.round_trips), axis=1) >= 0)
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_adapt_ladder_equalises_swap_rates():
     def energy(params, state):
         s = state["s"]
