@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -183,8 +184,9 @@ CHILD = textwrap.dedent(
 def _run_child(mode, ckdir):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])}
     code = CHILD.format(tests=HERE)
+    # SIGINT at its default in the child even when the tests run in the background (where SIGINT is ignored)
     return subprocess.run([sys.executable, "-c", code, mode, str(ckdir)], env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+                          timeout=300, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
 
 
 def test_kill_9_then_resume_is_bit_identical(tmp_path):
