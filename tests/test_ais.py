@@ -88,6 +88,7 @@ def test_rbm_uniform_base_analytic_auto(rbm_case):
     _check_close(res.log_Z, res.log_Z_se, log_z, "rbm 20x8, uniform base over h, v summed")
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_rbm_data_base_log_likelihood(rbm_case):
     """Base-rate base fitted to data, hiddens summed analytically (SM08); LL vs exact."""
     model, params, log_z, data = rbm_case

@@ -57,6 +57,7 @@ def tiny_report(tmp_path_factory):
     return out / "index.html"
 
 
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_report_page_in_a_browser(tiny_report):
     page = _check_page(tiny_report)
     for title in SECTIONS:

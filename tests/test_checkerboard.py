@@ -199,7 +199,10 @@ def test_recognised_user_lattice_skips_the_structure_probe(monkeypatch):
     assert isinstance(algorithm.init(model.random_state(jax.random.key(0))), checkerboard.LatticeGibbsState)
 
 
-@pytest.mark.parametrize("energy,domain,shape", [(_roll_energy, ui.Spin, (4, 4)), (_open_energy, ui.Binary, (2, 4))])
+@pytest.mark.parametrize(
+    "energy,domain,shape",
+    [(_roll_energy, ui.Spin, (4, 4)), pytest.param(_open_energy, ui.Binary, (2, 4), marks=pytest.mark.slow)],
+)
 def test_user_lattice_energy_samples_exactly(energy, domain, shape):
     model = ui.EnergyModel(energy, {"x": domain(shape)})
     params = {"J": jnp.float32(0.3), "h": jnp.float32(-0.2)}  # weak enough to mix in 30 sweeps from random starts

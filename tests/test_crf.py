@@ -69,6 +69,7 @@ def test_gibbs_samples_each_conditional_exactly():
 # ----------------------------------------------------------------------------------
 # prediction: ICM, simulated annealing, max-marginals
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow  # a second check (CI time budget); run with `pytest -m slow`
 def test_icm_sa_and_max_marginals():
     model, x = grid_inputs(3, 3)
     ys = all_states(model)

@@ -56,7 +56,7 @@ KERNELS = [
     ("metropolis", "random"),
 ]
 KERNEL_IDS = [f"{k}-{s}" for k, s in KERNELS]
-#: the same kernels, the random-scan ones as second checks (each is still checked on the dense model and the contract)
+#: the same kernels, the random-scan ones as second checks (run with `pytest -m slow`; the contract test keeps them)
 KERNELS_RANDOM_SLOW = [
     pytest.param(k, s, id=f"{k}-{s}", marks=[pytest.mark.slow] if s == "random" else []) for k, s in KERNELS
 ]
@@ -97,7 +97,7 @@ def dense():
     return model, params, brute_force(model, params, DENSE_BETA)
 
 
-@pytest.mark.parametrize("kind,scan", KERNELS, ids=KERNEL_IDS)
+@pytest.mark.parametrize("kind,scan", KERNELS_RANDOM_SLOW)
 def test_dense_ising_tempered(dense, kind, scan, key):
     model, params, probs = dense
     assert model.multilinear  # the gradient path is exercised by scan="block"
