@@ -291,6 +291,14 @@ def _read_member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tup
     return tuple(int(s) for s in shape), np.dtype(dtype)
 
 
+def _check_member_expansion(path: str, name: str, info: zipfile.ZipInfo, shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """The array's size in bytes; raises if the zip entry expands to more than that array (plus its header)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if info.file_size > nbytes + 65536:
+        raise ValueError(f"{path}: member {name!r} expands to {info.file_size} bytes, more than its array ({nbytes})")
+    return nbytes
+
+
 def load_params(path: str | os.PathLike, expected: Mapping[str, Any] | None = None, *, max_bytes: int | None = None) -> dict:
     """Read params written by :func:`save_params` as a dict of ``jax.numpy`` arrays.
 
@@ -331,11 +339,7 @@ def load_params(path: str | os.PathLike, expected: Mapping[str, Any] | None = No
                     raise ValueError(f"{path}: array {name!r} has dtype {dtype}, expected numbers")
                 if shapes is not None and shape != shapes[name]:
                     raise ValueError(f"{path}: array {name!r} has shape {shape} but the model expects {shapes[name]}")
-                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                # the zip header's uncompressed size must match the array it claims to hold
-                if info.file_size > nbytes + 65536:
-                    raise ValueError(f"{path}: member {name!r} expands to {info.file_size} bytes, more than its array")
-                total += nbytes
+                total += _check_member_expansion(path, name, info, shape, dtype)
             if total > limit:
                 raise ValueError(
                     f"{path}: its arrays need {format_bytes(total)}, over the limit of {format_bytes(limit)} "
@@ -473,10 +477,7 @@ def _check_npz_member_size(path: str, key: str) -> None:
     """Before decompressing ``key``: its zip entry must not expand to more than the array its header declares."""
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo(f"{key}.npy")
-        shape, dtype = _read_member_header(zf, info)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if info.file_size > nbytes + 65536:
-        raise ValueError(f"{path}: member {key!r} expands to {info.file_size} bytes, more than its array ({nbytes})")
+        _check_member_expansion(path, key, info, *_read_member_header(zf, info))
 
 
 def _read_array(path: str, key: str | None, header: bool | None) -> np.ndarray:
