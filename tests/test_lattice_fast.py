@@ -89,6 +89,19 @@ def test_block_sites_get_distinct_uniforms(height, width, periodic):
     assert compact_factor([np.arange(size)], size) == 1
 
 
+def test_compact_factor_is_the_largest_factor_with_distinct_buckets():
+    """The linear check (sorted neighbours) against the definition, on random unsorted index sets."""
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        size = int(rng.integers(1, 120))
+        sets = [rng.choice(size, int(rng.integers(1, size + 1)), replace=False) for _ in range(int(rng.integers(1, 3)))]
+        m = compact_factor(sets, size)
+        assert all(len(np.unique(s // m)) == len(s) for s in sets)
+        largest = max(len(s) for s in sets)
+        for bigger in range(m + 1, max(2, size // largest) + 1):
+            assert not all(len(np.unique(s // bigger)) == len(s) for s in sets)
+
+
 def _draws(model, params, beta, key, num_chains, num_sweeps):
     kernel = gibbs_module.build_kernel(model, "block")
     start = model.random_state(jax.random.fold_in(key, 1), num_chains)
