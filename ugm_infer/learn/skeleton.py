@@ -329,7 +329,9 @@ def _complete_parameters(doc: str, names: tuple[str, ...]) -> str:
     An entry of ``doc`` may document several names (``"a, b"``); it stays where its
     first name is.  Entries for names not in ``names`` stay last.
     """
-    lines = inspect.cleandoc(doc).splitlines()
+    lines = inspect.cleandoc(doc or "").splitlines()
+    if "Parameters" not in lines:
+        raise ValueError(f"a learner's docstring needs a 'Parameters' section for its shared arguments, got {doc!r}")
     start = lines.index("Parameters") + 2  # below the underline
     end = next((i for i in range(start, len(lines) - 1) if lines[i] and set(lines[i + 1]) == {"-"}), len(lines))
     while lines[end - 1] == "":
