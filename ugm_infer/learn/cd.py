@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from ugm_infer.learn.base import Learner, check_positive_int, global_norm
 from ugm_infer.learn.particles import advance
 from ugm_infer.learn.phases import _latent_sampler, latent_names, resolve_negative_phase
-from ugm_infer.learn.skeleton import ascend, build, initial_step, setup, start
+from ugm_infer.learn.skeleton import ascend, build, initial_step, setup, shared_argument_docs, start
 
 __all__ = ["CDState", "CDInfo", "cd"]
 
@@ -65,6 +65,7 @@ class CDInfo(NamedTuple):
     kernel_info: Any
 
 
+@shared_argument_docs
 def cd(
     model,
     k: int = 1,
@@ -80,23 +81,12 @@ def cd(
 
     Parameters
     ----------
-    model
-        The :class:`~ugm_infer.EnergyModel` to fit.
     k
         Kernel steps from the data (a positive int; with the default block Gibbs
         kernel, ``k`` sweeps).
-    optimizer
-        An optax ``GradientTransformation``; default ``optax.sgd(learning_rate=0.01)``.
-    kernel
-        As in :func:`~ugm_infer.learn.sap`: ``None`` (block Gibbs), a kernel module,
-        or an ``(init_fn, kernel_fn)`` pair.
-    visible
-        Names of the data variables (see :func:`~ugm_infer.learn.sap`).
     latent_sweeps
         Clamped Gibbs sweeps that draw the latents of the starting points from random
         (ignored for fully visible models).
-    positive_phase, negative_phase
-        As in :func:`~ugm_infer.learn.sap`.
 
     Returns
     -------

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from ugm_infer.learn.base import Learner, check_batch, check_model, check_params, is_concrete, resolve_visible
 from ugm_infer.learn.phases import conditional_model, mean_free_energy, visible_free_energy
-from ugm_infer.learn.skeleton import ObjectiveState, objective_learner, setup
+from ugm_infer.learn.skeleton import ObjectiveState, objective_learner, setup, shared_argument_docs
 
 __all__ = ["ExactMLState", "ExactMLInfo", "exact_ml", "exact_average_log_likelihood"]
 
@@ -84,6 +84,7 @@ def exact_average_log_likelihood(model, params: Any, data: dict, visible: Any = 
     return objective(params, data)
 
 
+@shared_argument_docs
 def exact_ml(model, optimizer: Any = None, visible: Any = None) -> Learner:
     """Exact maximum-likelihood learner (gradient by enumeration; see the module docstring).
 
@@ -96,9 +97,6 @@ def exact_ml(model, optimizer: Any = None, visible: Any = None) -> Learner:
         An optax ``GradientTransformation``; default ``optax.sgd(learning_rate=0.01)``.
         The objective is concave in the natural parameters of exponential families,
         so e.g. ``optax.sgd(0.5)`` or ``optax.adam(0.05)`` run to the MLE.
-    visible
-        Names of the data variables (default: all but those summed out in
-        ``model.free_energy_fns``).
 
     Returns
     -------

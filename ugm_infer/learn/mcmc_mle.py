@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from ugm_infer.learn.base import Learner, check_nonnegative_float, check_positive_int, global_norm
 from ugm_infer.learn.particles import ess_of, maybe_advance, normalize_log_weights
 from ugm_infer.learn.phases import weighted_negative_phase
-from ugm_infer.learn.skeleton import ascend, build, initial_step, particle_setup, start
+from ugm_infer.learn.skeleton import ParticleArguments, ascend, build, initial_step, particle_learner, particle_setup, start
 
 __all__ = ["MCMCMLEState", "MCMCMLEInfo", "mcmc_mle"]
 
@@ -95,33 +95,21 @@ class MCMCMLEInfo(NamedTuple):
     kernel_info: Any
 
 
+@particle_learner
 def mcmc_mle(
-    model,
-    kernel: Any = None,
-    optimizer: Any = None,
-    num_particles: int = 100,
+    args: ParticleArguments,
     *,
     num_mcmc_steps: int = 10,
     grad_threshold: float = 1e-3,
     max_inner_steps: int = 100,
-    visible: Any = None,
-    positive_phase: Any = "auto",
-    negative_phase: str = "auto",
-    init_particles: dict | None = None,
 ) -> Learner:
     """MCMC-MLE learner (Geyer & Thompson 1992; Asuncion et al. 2010, Algorithm 1).
 
+    The kernel samples the particles at the start of each round; the optimizer makes
+    the inner updates.
+
     Parameters
     ----------
-    model
-        The :class:`~ugm_infer.EnergyModel` to fit.
-    kernel
-        MCMC kernel that samples the particles (same forms as :func:`~ugm_infer.learn.sap`;
-        default block Gibbs).
-    optimizer
-        optax transformation for the inner updates; default ``optax.sgd(0.01)``.
-    num_particles
-        Number of particles ``S``.
     num_mcmc_steps
         Kernel steps run at :math:`\\theta_0` at the start of each round (the chains
         continue from their previous positions).
@@ -129,8 +117,6 @@ def mcmc_mle(
         A round ends when the L1 norm of the approximate gradient is below this.
     max_inner_steps
         ... or after this many inner updates.
-    visible, positive_phase, negative_phase, init_particles
-        As in :func:`~ugm_infer.learn.sap`.
 
     Returns
     -------
@@ -141,11 +127,12 @@ def mcmc_mle(
     a round).  Importance log weights are :math:`-(E(x_s;\\theta) - E(x_s;\\theta_0))`
     on the joint energies, normalised in log space.
     """
-    s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles)
+    model = args.model
+    s = particle_setup(args)
     num_mcmc_steps = check_positive_int(num_mcmc_steps, "num_mcmc_steps")
     max_inner_steps = check_positive_int(max_inner_steps, "max_inner_steps")
     grad_threshold = check_nonnegative_float(grad_threshold, "grad_threshold")
-    negative = weighted_negative_phase(model, s.visible, negative_phase)
+    negative = weighted_negative_phase(model, s.visible, args.negative_phase)
 
     def init(rng_key, params, data) -> MCMCMLEState:
         fresh = start(s, rng_key, params, data)

@@ -71,7 +71,7 @@ from ugm_infer.learn.particles import (
     uniform_log_weights,
 )
 from ugm_infer.learn.phases import resolve_negative_phase, weighted_negative_phase
-from ugm_infer.learn.skeleton import ascend, build, initial_step, particle_setup, start
+from ugm_infer.learn.skeleton import ParticleArguments, ascend, build, initial_step, particle_learner, particle_setup, start
 
 __all__ = ["PFState", "PFInfo", "pf_mcmc_mle", "RESAMPLING"]
 
@@ -130,39 +130,27 @@ class PFInfo(NamedTuple):
     kernel_info: Any
 
 
+@particle_learner
 def pf_mcmc_mle(
-    model,
-    kernel: Any = None,
-    optimizer: Any = None,
-    num_particles: int = 100,
+    args: ParticleArguments,
     *,
     ess_threshold: float = 0.9,
     num_rejuvenation_steps: int = 1,
     weight_temperature: float = 1.0,
     resampling: Any = "systematic",
     unit_weights: bool = False,
-    visible: Any = None,
-    positive_phase: Any = "auto",
-    negative_phase: str = "auto",
-    init_particles: dict | None = None,
     num_burnin_steps: int | None = None,
     max_updates_between_rejuvenation: int | None = None,
     max_param_distance: float | None = None,
 ) -> Learner:
     """Particle-filtered MCMC-MLE learner (Asuncion et al. 2010, Algorithm 2).
 
+    The kernel rejuvenates the particles after a resampling.
+
     Parameters
     ----------
-    model
-        The :class:`~ugm_infer.EnergyModel` to fit.
-    kernel
-        Rejuvenation kernel (forms of :func:`~ugm_infer.learn.sap`; default block Gibbs).
-    optimizer
-        optax transformation; default ``optax.sgd(0.01)``.
-    num_particles
-        Number of particles ``S``.
     ess_threshold
-        Resample when ``ESS < ess_threshold * S`` (in ``(0, 1]``).
+        Resample when ``ESS < ess_threshold * num_particles`` (in ``(0, 1]``).
     num_rejuvenation_steps
         Kernel steps ``n`` after each resampling.
     weight_temperature
@@ -175,13 +163,11 @@ def pf_mcmc_mle(
         Algorithm 3 (PCD): uniform weights, no resampling, rejuvenation at every
         update (identical to :func:`~ugm_infer.learn.sap` with the same kernel and
         ``num_steps_per_update=num_rejuvenation_steps``).
-    visible, positive_phase, negative_phase, init_particles
-        As in :func:`~ugm_infer.learn.sap`.  Given ``init_particles`` are taken as
-        draws from :math:`p(x;\\theta_0)` as they are.  Without them (and without
-        ``unit_weights``), ``init`` draws the particles uniformly and moves them by
-        ``num_burnin_steps`` kernel steps at :math:`\\theta_0` (Alg. 2, line 1).
     num_burnin_steps
-        Kernel steps of that initial run; default ``num_rejuvenation_steps``.
+        Without ``init_particles`` (and without ``unit_weights``), ``init`` draws the
+        particles uniformly and moves them by this many kernel steps at
+        :math:`\\theta_0` (Alg. 2, line 1); default ``num_rejuvenation_steps``.  Given
+        ``init_particles`` are taken as draws from :math:`p(x;\\theta_0)` as they are.
     max_updates_between_rejuvenation
         Optional positive int ``K`` (our safeguard, not in the paper): resample and
         rejuvenate also when ``K`` reweighting updates have been taken since the last
@@ -200,7 +186,8 @@ def pf_mcmc_mle(
     :math:`\\theta_t`, take the weighted gradient at :math:`\\theta_t`, move to
     :math:`\\theta_{t+1}`, then reweight by eq. 10/14.
     """
-    s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles)
+    model = args.model
+    s = particle_setup(args)
     config = _Config(
         ess_threshold=check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False),
         num_rejuvenation_steps=check_positive_int(num_rejuvenation_steps, "num_rejuvenation_steps"),
@@ -212,9 +199,9 @@ def pf_mcmc_mle(
     )
     unit_weights = check_bool(unit_weights, "unit_weights")
     if unit_weights:
-        step = _pcd_step(s, config, resolve_negative_phase(model, s.visible, negative_phase))
+        step = _pcd_step(s, config, resolve_negative_phase(model, s.visible, args.negative_phase))
     else:
-        step = _pf_step(s, config, weighted_negative_phase(model, s.visible, negative_phase))
+        step = _pf_step(s, config, weighted_negative_phase(model, s.visible, args.negative_phase))
 
     init = functools.partial(_init, s, config, unit_weights)
     return build(s, "pcd" if unit_weights else "pf_mcmc_mle", init, step)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from ugm_infer.learn.base import Learner, check_batch, check_model
-from ugm_infer.learn.skeleton import ObjectiveState, objective_learner, setup
+from ugm_infer.learn.skeleton import ObjectiveState, objective_learner, setup, shared_argument_docs
 
 __all__ = ["PseudoLikelihoodState", "PseudoLikelihoodInfo", "pseudo_likelihood", "pseudo_log_likelihood"]
 
@@ -92,6 +92,7 @@ def pseudo_log_likelihood(model, params: Any, data: dict) -> jax.Array:
     return jax.vmap(lambda x: _one_pll(model, params, x))(data)
 
 
+@shared_argument_docs
 def pseudo_likelihood(model, optimizer: Any = None, visible: Any = None) -> Learner:
     """Maximum pseudo-likelihood learner (Besag 1974) for fully visible models.
 
@@ -100,8 +101,6 @@ def pseudo_likelihood(model, optimizer: Any = None, visible: Any = None) -> Lear
     model
         A fully visible :class:`~ugm_infer.EnergyModel` (``ValueError`` when
         ``visible`` leaves latent variables, e.g. an RBM's ``h``).
-    optimizer
-        An optax ``GradientTransformation``; default ``optax.sgd(learning_rate=0.01)``.
     visible
         Must resolve to all variables (default: all but those summed out by
         ``model.free_energy_fns``).

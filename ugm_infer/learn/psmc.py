@@ -78,7 +78,7 @@ from ugm_infer.learn.particles import (
     uniform_log_weights,
 )
 from ugm_infer.learn.phases import resolve_negative_phase, weighted_negative_phase
-from ugm_infer.learn.skeleton import ascend, build, initial_step, particle_setup, start
+from ugm_infer.learn.skeleton import ParticleArguments, ascend, build, initial_step, particle_learner, particle_setup, start
 
 __all__ = ["PSMCState", "PSMCInfo", "psmc", "SMCLearnerState", "SMCLearnerInfo", "smc_learner", "bisect_delta"]
 
@@ -160,53 +160,39 @@ class PSMCInfo(NamedTuple):
     fresh_ess: jax.Array
 
 
+@particle_learner
 def psmc(
-    model,
-    kernel: Any = None,
-    optimizer: Any = None,
-    num_particles: int = 100,
+    args: ParticleArguments,
     *,
     ess_threshold: float = 0.9,
     reinit_fraction: float = 0.5,
     max_bridges: int = 100,
     resampling: Any = "systematic",
-    visible: Any = None,
-    positive_phase: Any = "auto",
-    negative_phase: str = "auto",
-    init_particles: dict | None = None,
 ) -> Learner:
     """Persistent SMC learner (see the module docstring for the algorithm).
 
+    The kernel moves the particles at the bridges: it receives the bridge log-density
+    :math:`-((1-\\beta)E_t + \\beta E_{t+1})`.
+
     Parameters
     ----------
-    model
-        The :class:`~ugm_infer.EnergyModel` to fit.
-    kernel
-        MCMC kernel for the moves at the bridges (forms of :func:`~ugm_infer.learn.sap`;
-        default block Gibbs); it receives the bridge log-density
-        :math:`-((1-\\beta)E_t + \\beta E_{t+1})`.
-    optimizer
-        optax transformation; default ``optax.sgd(0.01)``.
-    num_particles
-        Number of particles ``N``.
     ess_threshold
-        :math:`\\sigma^*` in ``(0, 1]``: each bridge keeps ``ESS >= ess_threshold * N``.
+        :math:`\\sigma^*` in ``(0, 1]``: each bridge keeps ``ESS >= ess_threshold * num_particles``.
     reinit_fraction
         Fraction in ``[0, 1)`` of particles re-initialised uniformly at every update
-        (``round(reinit_fraction * N)`` slots).
+        (``round(reinit_fraction * num_particles)`` slots).
     max_bridges
         Cap on the bridges per update.
     resampling
         As in :func:`~ugm_infer.learn.pf_mcmc_mle`.
-    visible, positive_phase, negative_phase, init_particles
-        As in :func:`~ugm_infer.learn.sap`.
     """
-    s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles)
+    model = args.model
+    s = particle_setup(args)
     ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
     reinit_fraction = check_fraction(reinit_fraction, "reinit_fraction", 0.0, 1.0, False, True)
     max_bridges = check_positive_int(max_bridges, "max_bridges")
     resample_fn = resolve_resampling(resampling)
-    negative = resolve_negative_phase(model, s.visible, negative_phase)
+    negative = resolve_negative_phase(model, s.visible, args.negative_phase)
     num_reinit = int(round(reinit_fraction * s.num_particles))
     bridges = _bridges(s, ess_threshold * s.num_particles, max_bridges, resample_fn)
 
@@ -322,36 +308,38 @@ class SMCLearnerInfo(NamedTuple):
     capped: jax.Array
 
 
+@particle_learner(init_particles=False)
 def smc_learner(
-    model,
-    kernel: Any = None,
-    optimizer: Any = None,
-    num_particles: int = 100,
+    args: ParticleArguments,
     *,
     ess_threshold: float = 0.9,
     num_mcmc_steps: int = 1,
     max_bridges: int = 100,
     resampling: Any = "systematic",
-    visible: Any = None,
-    positive_phase: Any = "auto",
-    negative_phase: str = "auto",
 ) -> Learner:
     """Standard-SMC learner: an adaptive tempered SMC run from scratch at every update.
 
     At every update, ``blackjax.adaptive_tempered_smc`` with the uniform prior and
     log-likelihood :math:`-E(x;\\theta_t)` (tempering :math:`\\lambda` from 0 to 1, the
-    next :math:`\\lambda` keeping ``ESS = ess_threshold * N``, ``num_mcmc_steps``
-    kernel steps at each temperature) produces weighted particles for
+    next :math:`\\lambda` keeping ``ESS = ess_threshold * num_particles``,
+    ``num_mcmc_steps`` kernel steps at each temperature) produces weighted particles for
     :math:`p(x;\\theta_t)`; the model term is their weighted mean of
-    :math:`-\\partial_\\theta E`.  No particle persists between updates.  Arguments as
-    in :func:`psmc`.
+    :math:`-\\partial_\\theta E`.  No particle persists between updates.
+
+    Parameters
+    ----------
+    ess_threshold, max_bridges, resampling
+        As in :func:`psmc`.
+    num_mcmc_steps
+        Kernel steps at each temperature.
     """
-    s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, None)
+    model = args.model
+    s = particle_setup(args)
     ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
     num_mcmc_steps = check_positive_int(num_mcmc_steps, "num_mcmc_steps")
     max_bridges = check_positive_int(max_bridges, "max_bridges")
     resample_fn = resolve_resampling(resampling)
-    weighted = weighted_negative_phase(model, s.visible, negative_phase)
+    weighted = weighted_negative_phase(model, s.visible, args.negative_phase)
     log_num_states = sum(d.size * jnp.log(float(d.num_states)) for d in model.variables.values())
 
     def init(rng_key, params, data) -> SMCLearnerState:

@@ -70,7 +70,16 @@ from ugm_infer.learn.particles import (
     run_if,
 )
 from ugm_infer.learn.phases import resolve_negative_phase
-from ugm_infer.learn.skeleton import NO_KERNEL, ascend, build, initial_step, particle_setup, start
+from ugm_infer.learn.skeleton import (
+    NO_KERNEL,
+    ParticleArguments,
+    ascend,
+    build,
+    initial_step,
+    particle_learner,
+    particle_setup,
+    start,
+)
 
 __all__ = ["AlternateInfo", "SAPState", "SAPInfo", "sap", "pcd"]
 
@@ -121,70 +130,22 @@ class SAPInfo(NamedTuple):
     kernel_info: Any
 
 
-def sap(
-    model,
-    kernel: Any = None,
-    optimizer: Any = None,
-    num_particles: int = 100,
-    *,
-    num_steps_per_update: int = 1,
-    visible: Any = None,
-    positive_phase: Any = "auto",
-    negative_phase: str = "auto",
-    init_particles: dict | None = None,
-    name: str = "sap",
-) -> Learner:
+@particle_learner
+def sap(args: ParticleArguments, *, num_steps_per_update: int = 1, name: str = "sap") -> Learner:
     """Stochastic approximation learner: turns any MCMC kernel into a maximum-likelihood learner.
+
+    Each update moves the particles by ``num_steps_per_update`` kernel steps at the
+    current parameters, then takes one optax step.  A
+    :class:`~ugm_infer.learn.Persistent` kernel (parallel tempering) keeps its whole
+    state across updates; an :class:`~ugm_infer.learn.Alternate` schedule runs its extra
+    kernel before the base steps on the updates it names.
 
     Parameters
     ----------
-    model
-        The :class:`~ugm_infer.EnergyModel` to fit.
-    kernel
-        The transition operator of the persistent particles: ``None`` (default, block
-        Gibbs), a kernel module with ``.init`` and ``.build_kernel``
-        (``ui.kernels.metropolis``, ...), or a pair ``(init_fn, kernel_fn)`` for ONE
-        particle (see *Plugging a kernel* above).  Each update re-initialises the kernel
-        state with ``init_fn(position, logdensity_fn)`` for the **current** parameters
-        (so cached log-densities are never stale; only positions persist) and runs
-        ``num_steps_per_update`` kernel steps.
-    optimizer
-        An optax ``GradientTransformation``; default ``optax.sgd(learning_rate=0.01)``.
-        Use a decreasing schedule (:func:`ugm_infer.learn.robbins_monro`) for
-        convergence; momentum / weight decay: :func:`ugm_infer.learn.sgd`.
-    num_particles
-        Number of persistent particles ``M`` (a positive int).
     num_steps_per_update
         Kernel steps per parameter update (a positive int).
-    visible
-        Names of the variables the data provides (see
-        :func:`ugm_infer.learn.base.resolve_visible`); default: all variables except
-        those the model sums out in ``free_energy_fns``.
-    positive_phase
-        The data term (see :mod:`ugm_infer.learn.phases`):
-
-        * ``"auto"`` (default): exact ``-grad mean F(v)`` when the model is fully
-          visible or its one latent variable has ``free_energy_fns``; otherwise the
-          Monte-Carlo E-step of :func:`~ugm_infer.learn.mc_positive_phase` (5 Gibbs
-          sweeps of the latents clamped at the data, started from random latents at
-          every step);
-        * ``"free_energy"`` / ``"mc"``: force one of those;
-        * a callable ``(rng_key, params, batch, aux_state) -> (positive_grad,
-          aux_state)`` returning :math:`\\mathbb E_{\\text{batch}}[-\\partial E /
-          \\partial \\theta]` (a pytree like ``params``), or a
-          :class:`~ugm_infer.learn.PositivePhase` ``(init, update)`` whose
-          ``init(rng_key, params, data)`` creates ``aux_state``.  This is the seam for
-          adiabatic PCD (persistent latent chains) and mean-field PCD (variational
-          E-step).
-    negative_phase
-        ``"auto"`` (default), ``"energy"`` or ``"free_energy"``: how the particles
-        enter the model term.  ``"energy"`` differentiates their mean joint energy;
-        ``"free_energy"`` the mean free energy of their visible part (latents summed
-        out analytically -- same expectation, lower variance).  ``"auto"`` uses the
-        free energy when the model has latents and it is analytic.
-    init_particles
-        Optional initial particles ``{name: (num_particles, *shape)}`` (all
-        variables); default uniformly random.
+    name
+        The learner's name (``learner.name``).
 
     Returns
     -------
@@ -202,11 +163,11 @@ def sap(
     >>> data = {"s": model.random_state(jax.random.key(2), 32)["s"]}
     >>> state, info = jax.jit(learner.step)(jax.random.key(3), state, data)
     """
-    plain = NO_KERNEL if isinstance(kernel, Alternate) else kernel
-    s = particle_setup(model, plain, optimizer, num_particles, visible, positive_phase, init_particles)
+    model, kernel = args.model, args.kernel
+    s = particle_setup(args._replace(kernel=NO_KERNEL) if isinstance(kernel, Alternate) else args)
     num_steps = check_positive_int(num_steps_per_update, "num_steps_per_update")
     mover = _mover(model, kernel, s, num_steps)
-    step = functools.partial(_step, s, mover, resolve_negative_phase(model, s.visible, negative_phase))
+    step = functools.partial(_step, s, mover, resolve_negative_phase(model, s.visible, args.negative_phase))
     return build(s, name, functools.partial(_init, s, mover), step)
 
 

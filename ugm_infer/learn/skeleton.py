@@ -17,6 +17,15 @@ NamedTuple states) and BlackJAX's ``init``/``build_kernel``/``as_top_level_api``
    training data, minibatch; kernel built from concrete parameters at ``init``) and
    returns the :class:`~ugm_infer.learn.Learner`.
 
+The persistent-particle learners (``sap``, ``mcmc_mle``, ``pf_mcmc_mle``, ``psmc``,
+``smc_learner``) share their arguments ``model, kernel, optimizer, num_particles`` and
+``visible, positive_phase, negative_phase, init_particles``: the algorithm is written as
+``algorithm(args, *, <its own keyword arguments>)`` decorated with
+:func:`particle_learner`, which gives the public function the whole signature, hands
+the shared arguments over as one :class:`ParticleArguments` (checked by
+:func:`particle_setup`) and documents them from :data:`LEARNER_ARGUMENT_DOCS`
+(:func:`shared_argument_docs` does the same for learners with a signature of their own).
+
 Learners whose update is plain gradient ascent on a deterministic objective (exact
 ML, pseudo-likelihood) are :func:`objective_learner`.  Conditional models supply
 their own :class:`Inputs` and positive phase and reuse the rest.
@@ -50,6 +59,9 @@ with ``MyState`` and ``MyInfo`` NamedTuples, ``advance`` and ``gibbs_builder`` f
 
 from __future__ import annotations
 
+import functools
+import inspect
+import textwrap
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -75,9 +87,11 @@ from ugm_infer.learn.phases import PositivePhase, resolve_positive_phase
 
 __all__ = [
     "NO_KERNEL",
+    "LEARNER_ARGUMENT_DOCS",
     "Ascent",
     "Inputs",
     "ObjectiveState",
+    "ParticleArguments",
     "Setup",
     "Start",
     "ascend",
@@ -85,8 +99,10 @@ __all__ = [
     "initial_step",
     "joint_inputs",
     "objective_learner",
+    "particle_learner",
     "particle_setup",
     "setup",
+    "shared_argument_docs",
     "start",
 ]
 
@@ -168,17 +184,177 @@ def setup(
     return Setup(model, visible, optimizer, inputs, positive, lazy, num_particles, init_particles)
 
 
-def particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles) -> Setup:
-    """:func:`setup` of a learner with persistent particles, arguments in the order of their signatures."""
+class ParticleArguments(NamedTuple):
+    """The arguments every persistent-particle learner shares, as its caller gave them.
+
+    :func:`particle_learner` collects them from the public call; :func:`particle_setup`
+    checks them.  The defaults are those of the public signature.
+    """
+
+    model: Any
+    kernel: Any = None
+    optimizer: Any = None
+    num_particles: int = 100
+    visible: Any = None
+    positive_phase: Any = "auto"
+    negative_phase: str = "auto"
+    init_particles: dict | None = None
+
+
+def particle_setup(args: ParticleArguments) -> Setup:
+    """:func:`setup` of a learner with persistent particles (the negative phase is the learner's own)."""
     return setup(
-        model,
-        optimizer,
-        visible=visible,
-        positive_phase=positive_phase,
-        kernel=kernel,
-        num_particles=num_particles,
-        init_particles=init_particles,
+        args.model,
+        args.optimizer,
+        visible=args.visible,
+        positive_phase=args.positive_phase,
+        kernel=args.kernel,
+        num_particles=args.num_particles,
+        init_particles=args.init_particles,
     )
+
+
+_POSITIONAL = ("model", "kernel", "optimizer", "num_particles")
+_KEYWORD = ("visible", "positive_phase", "negative_phase", "init_particles")
+
+LEARNER_ARGUMENT_DOCS = {
+    "model": "The :class:`~ugm_infer.EnergyModel` to fit.",
+    "kernel": """\
+The transition operator of the particles: ``None`` (default, block Gibbs), a kernel
+module with ``.init`` and ``.build_kernel`` (``ui.kernels.metropolis``, ...), or a
+pair ``(init_fn, kernel_fn)`` for ONE particle (see *Plugging a kernel* in
+:mod:`ugm_infer.learn.sap`).  Before every move the kernel state is initialised with
+``init_fn(position, logdensity_fn)`` at the **current** parameters (so cached
+log-densities are never stale; only positions persist), except for the
+:class:`~ugm_infer.learn.Persistent` kernels of :func:`~ugm_infer.learn.sap`.""",
+    "optimizer": """\
+An optax ``GradientTransformation``; default ``optax.sgd(learning_rate=0.01)``.
+Use a decreasing schedule (:func:`ugm_infer.learn.robbins_monro`) for
+convergence; momentum / weight decay: :func:`ugm_infer.learn.sgd`.""",
+    "num_particles": "Number of particles (a positive int).",
+    "visible": """\
+Names of the variables the data provides (see
+:func:`ugm_infer.learn.base.resolve_visible`); default: all variables except
+those the model sums out in ``free_energy_fns``.""",
+    "positive_phase": """\
+The data term (see :mod:`ugm_infer.learn.phases`):
+
+* ``"auto"`` (default): exact ``-grad mean F(v)`` when the model is fully
+  visible or its one latent variable has ``free_energy_fns``; otherwise the
+  Monte-Carlo E-step of :func:`~ugm_infer.learn.mc_positive_phase` (5 Gibbs
+  sweeps of the latents clamped at the data, started from random latents at
+  every step);
+* ``"free_energy"`` / ``"mc"``: force one of those;
+* a callable ``(rng_key, params, batch, aux_state) -> (positive_grad,
+  aux_state)`` returning :math:`\\mathbb E_{\\text{batch}}[-\\partial E /
+  \\partial \\theta]` (a pytree like ``params``), or a
+  :class:`~ugm_infer.learn.PositivePhase` ``(init, update)`` whose
+  ``init(rng_key, params, data)`` creates ``aux_state``.  This is the seam for
+  adiabatic PCD (persistent latent chains) and mean-field PCD (variational
+  E-step).""",
+    "negative_phase": """\
+``"auto"`` (default), ``"energy"`` or ``"free_energy"``: how the particles
+enter the model term.  ``"energy"`` differentiates their (weighted) mean joint
+energy; ``"free_energy"`` the (weighted) mean free energy of their visible part
+(latents summed out analytically -- same expectation, lower variance).
+``"auto"`` uses the free energy when the model has latents and it is analytic.""",
+    "init_particles": """\
+Optional initial particles ``{name: (num_particles, *shape)}`` (all
+variables); default uniformly random.""",
+}
+"""The documentation of the arguments learners share, one entry per name (see :func:`shared_argument_docs`)."""
+
+
+def shared_argument_docs(fn: Callable) -> Callable:
+    """Decorator: completes the *Parameters* section of a learner's docstring from :data:`LEARNER_ARGUMENT_DOCS`.
+
+    Every argument of the signature that the docstring does not document and that
+    :data:`LEARNER_ARGUMENT_DOCS` does gets that entry; the section lists the
+    arguments in the order of the signature.
+    """
+    fn.__doc__ = _complete_parameters(fn.__doc__, tuple(inspect.signature(fn).parameters))
+    return fn
+
+
+def particle_learner(algorithm: Callable | None = None, *, init_particles: bool = True) -> Callable[..., Learner]:
+    """Decorator: the public function of a persistent-particle learner, from its algorithm.
+
+    ``algorithm(args, *, <its own keyword arguments>) -> Learner`` receives the shared
+    arguments as one :class:`ParticleArguments`.  The public function takes them as
+
+    ``(model, kernel=None, optimizer=None, num_particles=100, *, <its own keyword
+    arguments>, visible=None, positive_phase="auto", negative_phase="auto",
+    init_particles=None)``
+
+    (without ``init_particles`` when ``init_particles=False``), shows that signature to
+    ``inspect.signature`` and ``help``, and has the docstring of the algorithm
+    completed as :func:`shared_argument_docs` does.
+    """
+    if algorithm is None:
+        return functools.partial(particle_learner, init_particles=init_particles)
+    keyword = _KEYWORD if init_particles else _KEYWORD[:-1]
+    own = list(inspect.signature(algorithm).parameters.values())[1:]
+    if any(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in own):
+        raise TypeError(f"{algorithm.__name__}: the arguments after `args` must be keyword-only")
+    signature = inspect.Signature(
+        [_shared_parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in _POSITIONAL]
+        + own
+        + [_shared_parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in keyword],
+        return_annotation=inspect.signature(algorithm).return_annotation,
+    )
+
+    @functools.wraps(algorithm)
+    def learner(*args, **kwargs):
+        try:
+            given = signature.bind(*args, **kwargs).arguments
+        except TypeError as err:
+            raise TypeError(f"{algorithm.__name__}() {err}") from None
+        shared = ParticleArguments(**{n: given.pop(n) for n in _POSITIONAL + keyword if n in given})
+        return algorithm(shared, **given)
+
+    learner.__signature__ = signature
+    learner.__doc__ = _complete_parameters(algorithm.__doc__, tuple(signature.parameters))
+    return learner
+
+
+def _shared_parameter(name: str, kind) -> inspect.Parameter:
+    default = ParticleArguments._field_defaults.get(name, inspect.Parameter.empty)
+    annotation = ParticleArguments.__annotations__[name]  # a string, as the algorithm's own (postponed evaluation)
+    return inspect.Parameter(name, kind, default=default, annotation=getattr(annotation, "__forward_arg__", annotation))
+
+
+def _complete_parameters(doc: str, names: tuple[str, ...]) -> str:
+    """``doc`` whose *Parameters* section documents ``names`` in order, the missing ones from :data:`LEARNER_ARGUMENT_DOCS`.
+
+    An entry of ``doc`` may document several names (``"a, b"``); it stays where its
+    first name is.  Entries for names not in ``names`` stay last.
+    """
+    lines = inspect.cleandoc(doc or "").splitlines()
+    if "Parameters" not in lines:
+        raise ValueError(f"a learner's docstring needs a 'Parameters' section for its shared arguments, got {doc!r}")
+    start = lines.index("Parameters") + 2  # below the underline
+    end = next((i for i in range(start, len(lines) - 1) if lines[i] and set(lines[i + 1]) == {"-"}), len(lines))
+    while lines[end - 1] == "":
+        end -= 1
+    entries: list[list[str]] = []  # the section's entries: a line of names, then the indented text
+    for line in lines[start:end]:
+        if line and not line[0].isspace():
+            entries.append([])
+        entries[-1].append(line)
+    own = {name.strip(): i for i, entry in enumerate(entries) for name in entry[0].split(",")}
+    order: list[int | str] = []  # an entry of the docstring by its index, a shared one by its name
+    for name in names:
+        if name in own and own[name] not in order:
+            order.append(own[name])
+        elif name not in own and name in LEARNER_ARGUMENT_DOCS:
+            order.append(name)
+    order += [i for i in range(len(entries)) if i not in order]
+
+    def entry(e: int | str) -> list[str]:
+        return entries[e] if isinstance(e, int) else [e, *textwrap.indent(LEARNER_ARGUMENT_DOCS[e], "    ").splitlines()]
+
+    section = [line for e in order for line in entry(e)]
+    return "\n".join(lines[:start] + section + lines[end:])
 
 
 def initial_step() -> jax.Array:
