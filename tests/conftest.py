@@ -23,6 +23,20 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# JAX's persistent compilation cache, shared by the xdist workers and by the CLI and
+# example subprocesses the tests start (they inherit the environment): a program that
+# several tests build again from scratch is compiled once per run. Set
+# JAX_COMPILATION_CACHE_DIR to use another folder (entries are small: about 10 kB each).
+_JAX_CACHE = {
+    "JAX_COMPILATION_CACHE_DIR": os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jax_cache"),
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+}
+for _name, _value in _JAX_CACHE.items():
+    os.environ.setdefault(_name, _value)
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+_min_seconds = float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", _min_seconds)
+
 import ugm_infer as ui  # noqa: E402
 
 
