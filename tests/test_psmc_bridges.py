@@ -105,3 +105,22 @@ def test_psmc_without_reinitialisation_stays_in_its_mode():
     np.testing.assert_array_equal(np.asarray(bridges), 1)  # identical models: the whole step at once
     assert np.mean(np.asarray(draws["s"]).sum(-1) < 0) < 0.05
     assert_distribution_differs(state_index(draws, model), probs, label="PSMC without re-initialisation")
+
+
+def test_psmc_initial_particles_are_draws_of_p_theta0():
+    """Without ``init_particles`` the first gradient's particles are tempered from the uniform to p(x; theta_0)."""
+    model = ising(N_SPINS)
+    params = _params()
+    probs = _exact_probs(model, params)
+    learner = ui.learn.psmc(model, None, optax.sgd(0.0), NUM_PARTICLES)
+
+    def one(key):
+        key_init, key_pick = jax.random.split(key)
+        particles = learner.init(key_init, params).particles
+        return jax.tree.map(lambda x: x[jax.random.randint(key_pick, (), 0, NUM_PARTICLES)], particles)
+
+    draws = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(5), NUM_RUNS))
+    assert_distribution_matches(state_index(draws, model), probs, label="PSMC initial particles")
+    # uniform draws (what init returned before) are rejected by the same test
+    uniform = model.random_state(jax.random.key(5), NUM_RUNS)
+    assert_distribution_differs(state_index(uniform, model), probs, label="uniform draws")

@@ -52,7 +52,10 @@ of this module did that; ``tests/test_psmc_bridges.py`` shows the difference aga
 exact enumeration).  Tempered from the uniform, the fresh half is an SMC sample of
 :math:`p(x;\\theta_{t+1})` that explores every mode, which is the point of
 re-initialising.  The gradient is taken at the start of an update, on the equally
-weighted pooled particles of :math:`p(x;\\theta_t)`.
+weighted pooled particles of :math:`p(x;\\theta_t)`; at ``init`` (unless
+``init_particles`` are given) all particles are tempered from the uniform to
+:math:`p(x;\\theta_0)` the same way, so the first gradient uses draws of
+:math:`p(x;\\theta_0)` too, not uniform ones.
 
 **Standard SMC** (:func:`smc_learner`): at every update, a fresh adaptive tempered
 SMC run (``blackjax.adaptive_tempered_smc``) from the uniform distribution to
@@ -214,8 +217,12 @@ def psmc(
         Cap on the bridges per update.
     resampling
         As in :func:`~ugm_infer.learn.pf_mcmc_mle`.
-    visible, positive_phase, negative_phase, init_particles
+    visible, positive_phase, negative_phase
         As in :func:`~ugm_infer.learn.sap`.
+    init_particles
+        As in :func:`~ugm_infer.learn.sap`; by default the particles of the first
+        gradient are an SMC sample of :math:`p(x;\\theta_0)`, tempered from the uniform
+        like the re-initialised half.
     """
     s = particle_setup(model, kernel, optimizer, num_particles, visible, positive_phase, init_particles)
     ess_threshold = check_fraction(ess_threshold, "ess_threshold", 0.0, 1.0, True, False)
@@ -226,10 +233,15 @@ def psmc(
     num_reinit = min(int(round(reinit_fraction * s.num_particles)), s.num_particles - 1)
     num_kept = s.num_particles - num_reinit
     bridges = _bridges(s, ess_threshold, num_kept, max_bridges, resample_fn)
+    from_uniform = _bridges(s, ess_threshold, 0, max_bridges, resample_fn)
 
     def init(rng_key, params, data) -> PSMCState:
         fresh = start(s, rng_key, params, data)
-        return PSMCState(params, fresh.opt_state, fresh.particles, fresh.aux_state, initial_step())
+        particles = fresh.particles
+        if s.init_particles is None:  # draws of p(x; theta_0) for the first gradient: tempered from the uniform
+            params0 = jax.lax.stop_gradient(params)
+            particles = from_uniform(jax.random.fold_in(fresh.particle_key, 1), particles, params0, params0)[0]
+        return PSMCState(params, fresh.opt_state, particles, fresh.aux_state, initial_step())
 
     def step(rng_key, state: PSMCState, batch) -> tuple[PSMCState, PSMCInfo]:
         key_bridges, key_positive, key_reinit, key_slots = jax.random.split(rng_key, 4)
