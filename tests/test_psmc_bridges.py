@@ -24,8 +24,6 @@ TV 0.16).
 
 from __future__ import annotations
 
-import itertools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,12 +47,8 @@ def _params():
 
 
 def _exact_probs(model, params):
-    configs = {"s": jnp.asarray(list(itertools.product([-1.0, 1.0], repeat=N_SPINS)), jnp.float32)}
-    log_p = -np.asarray(model.energies(params, configs), np.float64)
-    p = np.exp(log_p - log_p.max())
-    probs = np.zeros(2**N_SPINS)
-    probs[state_index(configs, model)] = p / p.sum()
-    return probs
+    """Exact probabilities in the order of ``stat_utils.state_index``."""
+    return ui.exact.distribution(model, params)[1]
 
 
 def _runs(learner, params, num_updates, seed=0):
