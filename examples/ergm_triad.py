@@ -39,8 +39,11 @@ connections to contrastive divergence*, ICML, section 4.2):
   ``--trials`` true models.  The paper's finding: PF reaches a low error fastest.
 
 Run ``python examples/ergm_triad.py`` (full: 5 true models, 400 updates, all four
-learners) or ``--quick`` (1 model, 60 updates, PF-capped, PCD and MCMC-MLE).  Writes
-``ergm_triad.{json,png}`` into ``--out`` (default ``out/ergm_triad``).
+learners), ``--paper`` (the paper's settings, 40,000 updates; see ``--help``) or
+``--quick`` (1 model, 60 updates, PF-capped, PCD and MCMC-MLE).  Writes
+``ergm_triad.{json,png}`` into ``--out`` (default ``out/ergm_triad``).  Every learner's
+curve on every true model is saved in ``--out/done`` when it finishes; re-running the
+same command resumes from there (the data of a true model are regenerated from the seed).
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ def make_learner(name, model, args, init_particles):
             opt,
             s,
             ess_threshold=args.ess_threshold,
+            weight_temperature=args.weight_temperature,
             num_rejuvenation_steps=n,
             init_particles=init_particles,
             max_updates_between_rejuvenation=args.pf_max_updates if capped and args.pf_max_updates > 0 else None,
@@ -131,6 +135,20 @@ def make_learner(name, model, args, init_particles):
             init_particles=init_particles,
         )
     raise ValueError(f"unknown method {name!r}")
+
+
+def _settings(args) -> dict:
+    """The arguments that determine a learner's curve on a trial (not the output folder or the list of methods)."""
+    return {k: v for k, v in sorted(vars(args).items()) if k not in ("out", "methods", "trials", "quick")}
+
+
+def _load_done(path, args):
+    """A finished learner's curve saved by an earlier run with the same settings, else None."""
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        saved = json.load(f)
+    return saved["curve"] if saved.get("settings") == json.loads(json.dumps(_settings(args))) else None
 
 
 def run(args) -> dict:
@@ -161,6 +179,12 @@ def run(args) -> dict:
 
         curves = {}
         for name in args.methods:
+            done_path = os.path.join(args.out, "done", f"trial{trial}_{name}.json")
+            done = _load_done(done_path, args)
+            if done is not None:  # resume: this learner finished on this trial in an earlier run with these settings
+                curves[name] = done
+                print(f"  {name:9s} loaded from {done_path}", flush=True)
+                continue
             learner = make_learner(name, model, args, init_particles)
             res = ui.fit(
                 learner,
@@ -190,6 +214,9 @@ def run(args) -> dict:
                 "compile_seconds": float(res.history["timing"]["compile_seconds"]),
                 **extra,
             }
+            os.makedirs(os.path.dirname(done_path), exist_ok=True)
+            with open(done_path, "w") as f:
+                json.dump({"settings": _settings(args), "curve": curves[name]}, f)
             print(
                 f"  {name:9s} final L1 error {curves[name]['l1_error'][-1]:.3f} after {curves[name]['wall_time'][-1]:.2f} s "
                 f"training ({curves[name]['compile_seconds']:.1f} s compile) {extra}",
@@ -236,6 +263,12 @@ def summarise(trials, methods):
         }
         if name in ("PF", "PF-capped"):
             out[name]["resample_fraction_per_trial"] = [c["resample_fraction"] for c in curves]
+        if "PF" in methods:
+            # the paper's Figure 2(b): every learner's error at the training time PF took for all its updates
+            pf_times = [t["curves"]["PF"]["wall_time"][-1] for t in trials]
+            per_trial = [error_at(c, b) for c, b in zip(curves, pf_times)]
+            out[name]["l1_error_at_pf_time_per_trial"] = per_trial
+            out[name]["median_l1_error_at_pf_time"] = float(np.median(per_trial))
     out["MPLE"] = {"median_l1_error": float(np.median([t["mple_l1_error"] for t in trials]))}
     return out
 
@@ -280,7 +313,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="CI setting: 1 true model, 60 updates")
     p.add_argument("--out", default="out/ergm_triad")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trials", type=int, default=None, help="true models (default 5, quick 1)")
+    p.add_argument("--trials", type=int, default=None, help="true models (default 5, quick 1, --paper 30)")
     p.add_argument("--updates", type=int, default=None, help="full-batch updates (default 400, quick 60)")
     p.add_argument("--eval-every", type=int, default=None, help="updates between evaluations (default updates/40)")
     p.add_argument("--num-train", type=int, default=500)
@@ -289,6 +322,7 @@ def main(argv=None):
     p.add_argument("--particle-burn-in", type=int, default=20, help="sweeps at the MPLE for the initial particles")
     p.add_argument("--sweeps", type=int, default=1, help="PF rejuvenation / PCD sweeps per update")
     p.add_argument("--ess-threshold", type=float, default=0.9, help="PF resamples when ESS < this * S")
+    p.add_argument("--weight-temperature", type=float, default=1.0, help="PF: T of eq. 14 (1: plain importance weights)")
     p.add_argument("--mle-sweeps", type=int, default=20, help="MCMC-MLE: sweeps at the start of a round")
     p.add_argument("--max-inner", type=int, default=20)
     p.add_argument("--grad-threshold", type=float, default=0.05)
@@ -300,26 +334,37 @@ def main(argv=None):
         action="store_true",
         help="Asuncion et al.'s settings: plain gradient ascent from 0.005, decreasing as 0.005 b / (b + t) with "
         "b = 10,000 (our choice), 40,000 updates, 10 sweeps for the initial particles and per MCMC-MLE round, "
-        "rounds of at most 100 updates",
+        "rounds of at most 100 updates, S = 100, n = 1, ESS threshold 0.9 S, weight temperature T = 1; PF-capped "
+        "becomes the paper's VBM variant (a forced rejuvenation every 100 updates, no distance trigger); "
+        "an evaluation every 200 updates, 30 true models (the paper: 100)",
     )
     p.add_argument(
         "--pf-max-updates",
         type=int,
-        default=20,
-        help="PF-capped: rejuvenate after at most this many updates (max_updates_between_rejuvenation; 0: off)",
+        default=None,
+        help="PF-capped: rejuvenate after at most this many updates (max_updates_between_rejuvenation; 0: off; "
+        "default 20, --paper 100)",
     )
     p.add_argument(
         "--pf-max-distance",
         type=float,
-        default=0.1,
-        help="PF-capped: also rejuvenate when theta moved more than this (L2) since the last rejuvenation (0: off)",
+        default=None,
+        help="PF-capped: also rejuvenate when theta moved more than this (L2) since the last rejuvenation (0: off; "
+        "default 0.1, --paper off)",
     )
     p.add_argument("--methods", nargs="*", default=None, help=f"default {METHODS}; quick {QUICK_METHODS}")
     args = p.parse_args(argv)
     if args.paper:
         args.optimizer, args.lr, args.decay_b, args.particle_burn_in = "sgd", 0.005, 10_000.0, 10
         args.mle_sweeps, args.max_inner = 10, 100
+        args.num_particles, args.sweeps, args.ess_threshold, args.weight_temperature = 100, 1, 0.9, 1.0
         args.updates = args.updates or 40_000
+        args.eval_every = args.eval_every or 200
+        args.trials = args.trials or 30  # the paper runs 100 true models; 30 fit in about an hour on one core
+        args.pf_max_updates = 100 if args.pf_max_updates is None else args.pf_max_updates
+        args.pf_max_distance = 0.0 if args.pf_max_distance is None else args.pf_max_distance
+    args.pf_max_updates = 20 if args.pf_max_updates is None else args.pf_max_updates
+    args.pf_max_distance = 0.1 if args.pf_max_distance is None else args.pf_max_distance
     args.methods = args.methods or list(QUICK_METHODS if args.quick else METHODS)
     args.trials = args.trials or (1 if args.quick else 5)
     args.updates = args.updates or (60 if args.quick else 400)

@@ -4,11 +4,11 @@ The second experiment of Xiong, Szedmak and Piater, *Learning undirected graphic
 models using persistent sequential Monte Carlo* (section 6.2): a restricted Boltzmann
 machine on binarized MNIST, learned by
 
-* **PSMC** (``ui.learn.psmc``): each update bridges the particles from
-  :math:`p(x;\\theta_t)` to :math:`p(x;\\theta_{t+1})` through
-  :math:`p_t^{1-\\beta} p_{t+1}^{\\beta}`, the next :math:`\\beta` found by bisection so
-  that the ESS stays at ``sigma* = 0.9`` of the particles, half of the particles
-  re-initialised uniformly at every update;
+* **PSMC** (``ui.learn.psmc``): at each update half of the particles are kept and
+  bridged from :math:`p(x;\\theta_t)` to :math:`p(x;\\theta_{t+1})` through
+  :math:`p_t^{1-\\beta} p_{t+1}^{\\beta}`, the other half re-initialised uniformly and
+  tempered from the uniform to :math:`p(x;\\theta_{t+1})`, the next :math:`\\beta`
+  found by bisection so that the ESS of each half stays at ``sigma* = 0.9``;
 * **SMC** (``ui.learn.smc_learner``): adaptive tempered SMC from the uniform
   distribution to :math:`p(x;\\theta_{t+1})` at every update (same ESS rule);
 * **PCD-1** and **PCD-H** (``ui.learn.pcd``, 1 and ``H`` Gibbs sweeps per update);
@@ -24,9 +24,9 @@ the learning rate :math:`\\eta_t = 1/(100 + t)` (we read ``t`` as the epoch, as 
 paper's full-batch VBM experiment where an epoch is an update; ``--lr-per update``
 counts updates instead, which in our short runs leaves the step sizes too small to learn
 much), ``H = 100`` for PCD-H, PT and TT (the paper sets ``H`` to PSMC's mean number of
-bridges, about 100 for this model; ours bridges far less, see the results page;
-``--num-betas``).  What we shrank to fit two shared CPU cores: 10 epochs of a random
-10,000 of the training images (500 updates; the paper: 1,000 epochs of 60,000, i.e.
+bridges, about 100 for this model, as ours measures; ``--num-betas``).  What we shrank
+to fit two shared CPU cores (defaults): 10 epochs of a random 10,000 of the training
+images (500 updates; the paper: 1,000 epochs of 60,000, i.e.
 300,000 updates) and a random 2,000 of the test images.  Initial parameters (ours):
 ``W ~ N(0, 0.01^2)``, zero hidden biases, visible biases the logits of the smoothed
 pixel marginals; the same for every method, as are the minibatches.
@@ -229,7 +229,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=200)
     p.add_argument("--num-particles", type=int, default=200)
     p.add_argument("--num-betas", type=int, default=None, help="H for PCD-H, PT, TT (default 100; quick 5)")
-    p.add_argument("--max-bridges", type=int, default=None, help="PSMC's cap on bridges per update (default 400)")
+    p.add_argument("--max-bridges", type=int, default=None, help="cap on PSMC's and SMC's bridges per update (default 1000)")
     p.add_argument("--ess-threshold", type=float, default=0.9)
     p.add_argument("--lr-a", type=float, default=1.0, help="eta_t = a / (b + t)")
     p.add_argument("--lr-b", type=float, default=100.0)
@@ -243,7 +243,7 @@ def parse_args(argv=None):
     args.epochs = args.epochs or (2 if q else 10)
     args.eval_every = args.eval_every or 1
     args.num_betas = args.num_betas or (5 if q else 100)
-    args.max_bridges = args.max_bridges or (50 if q else 400)
+    args.max_bridges = args.max_bridges or 1000
     args.methods = list(args.methods or (QUICK_METHODS if q else METHODS))
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown:

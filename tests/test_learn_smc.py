@@ -9,9 +9,10 @@ whose gradient uses a frozen importance-weighted particle set of effective size 
 ``d = 55`` parameters (2000 particles: ~0.014 nats); the tolerance is 0.05 for
 MCMC-MLE and 0.02 for PF-MCMC-MLE (ESS threshold 0.99: it resamples and rejuvenates
 often, so its particle set keeps changing) and PSMC (particles move at every update,
-as in PCD).  Measured (seeds as below): MCMC-MLE 0.013, PF-MCMC-MLE 0.006, PSMC 0.003
+as in PCD).  Measured (seeds as below): MCMC-MLE 0.013, PF-MCMC-MLE 0.006, PSMC 0.0014
 (0.28 when the re-initialised particles were naively counted as draws from the
-current model, see :mod:`ugm_infer.learn.psmc`).  Every run is one
+current model, see :mod:`ugm_infer.learn.psmc`; 0.003 when they were weighted as an
+importance sample of it instead of tempered from the uniform).  Every run is one
 jitted ``lax.scan`` with fixed seeds.
 """
 
@@ -114,8 +115,9 @@ def test_psmc_reaches_the_mle(problem):
     print(f"PSMC gap {gap:.4f}; |dtheta|/se max {ratio.max():.2f}; bridges mean {bridges.mean():.3f} max {bridges.max()}")
     assert 0 <= gap < 0.02
     assert bridges.min() >= 1 and not np.asarray(capped).any()
-    # large early steps need more bridges than the small late ones
-    assert bridges[:20].mean() > bridges[-200:].mean()
+    # the re-initialised half is tempered from the uniform: several bridges per update (7.9 measured),
+    # about as many temperatures as standard SMC needs on this model
+    assert bridges.mean() > 3.0
     assert np.all((np.asarray(fresh_ess) >= 1.0 - 1e-3) & (np.asarray(fresh_ess) <= 100.0 + 1e-3))
 
 

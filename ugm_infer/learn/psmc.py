@@ -1,47 +1,61 @@
 """Persistent sequential Monte Carlo (PSMC) and standard-SMC learners.
 
-**PSMC** treats learning as one long SMC run over the sequence of models
-:math:`p(x;\\theta_0), p(x;\\theta_1), \\ldots`.  Between :math:`\\theta_t` and
-:math:`\\theta_{t+1}` it inserts geometric bridges
+**PSMC** (Xiong, Szedmak and Piater 2016, section 5) treats learning as one long SMC
+run over the sequence of models :math:`p(x;\\theta_0), p(x;\\theta_1), \\ldots`.  At
+every update, after the gradient step from :math:`\\theta_t` to
+:math:`\\theta_{t+1}`, a random half of the particles of :math:`p(x;\\theta_t)` is
+kept and the other half is re-initialised uniformly (``reinit_fraction``; the paper's
+Fig. 1b).  The two groups then go through one shared sequence
+:math:`0 = \\beta_0 < \\beta_1 < \\cdots < \\beta_H = 1`:
 
-.. math::  p_h(x) \\propto p(x;\\theta_t)^{1-\\beta_h}\\, p(x;\\theta_{t+1})^{\\beta_h},
-   \\qquad 0 = \\beta_0 < \\beta_1 < \\cdots < \\beta_H = 1,
+* the **kept** particles along the bridges between successive models (eq. 27)
 
-and at each bridge (i) multiplies the importance weights by
-:math:`\\exp(-(E_{t+1}(x) - E_t(x))\\,\\Delta\\beta_h)` with the largest
-:math:`\\Delta\\beta_h \\le 1 - \\beta_{h-1}` that keeps
-:math:`\\mathrm{ESS} \\ge \\sigma^* N` (bisection on :math:`\\log \\Delta\\beta`, ESS
-from ``blackjax.smc.ess``; :math:`\\sigma^* = ` ``ess_threshold``, 0.9 in the paper),
-(ii) resamples (``blackjax.smc.resampling``) and (iii) moves every particle by one
-kernel step leaving :math:`p_h` invariant.  The loop is a ``lax.while_loop``; at the
-``max_bridges``-th bridge the remaining :math:`\\Delta\\beta = 1 - \\beta` is taken
-whatever the ESS (reported in ``PSMCInfo.capped``), so every update ends at
-:math:`\\beta = 1` with uniformly weighted particles for :math:`\\theta_{t+1}`.  All
-weights are in log space, so energy differences of any size neither overflow nor give
-NaN.  Large parameter steps get many bridges; small ones a single bridge (then PSMC is
-PCD with one importance-resampling step per update).
+  .. math::  p_h(x) \\propto p(x;\\theta_t)^{1-\\beta_h}\\, p(x;\\theta_{t+1})^{\\beta_h},
+     \\qquad w \\propto \\exp(-(E_{t+1}(x) - E_t(x))\\,\\Delta\\beta_h) \\quad \\text{(eq. 30)};
 
-*Re-initialised particles.*  At the start of every update a fraction
-``reinit_fraction`` of the particle slots (chosen uniformly at random) is replaced by
-configurations drawn uniformly at random, as in the paper (which re-initialises half
-of the particles).  **Exact treatment here** (the paper treats them as fresh particles
-from the uniform; a fresh particle cannot simply be counted as a draw from
-:math:`p(x;\\theta_t)` -- doing so biased the learned model towards the uniform by
-0.28 nats/sample on a 10-spin Boltzmann machine): the fresh particles are an
-importance sample from the uniform for :math:`p(x;\\theta_t)`, with self-normalised
-weights :math:`\\tilde w_j \\propto e^{-E(x_j;\\theta_t)}` and effective size
-:math:`\\mathrm{ESS}_f = 1/\\sum_j \\tilde w_j^2`; the kept particles (``n_k`` of
-them, equally weighted) are the other estimate of :math:`p(x;\\theta_t)`.  The two
-consistent estimates are mixed in proportion to their effective sizes: a kept
-particle has weight :math:`1/(n_k + \\mathrm{ESS}_f)`, a fresh one
-:math:`\\mathrm{ESS}_f\\, \\tilde w_j / (n_k + \\mathrm{ESS}_f)`.  The first bridge
-then starts from these non-uniform weights, and its step is chosen with the
-*conditional* ESS of the incremental weights (Zhou, Johansen & Aston 2016), which
-equals the ordinary ESS once the weights are uniform.  Fresh particles in
-high-probability regions survive the resampling (new modes enter the population); the
-rest are discarded.  ``reinit_fraction=0`` turns re-initialisation off.  The gradient
-is taken before re-initialisation, on the equally weighted particles that came out of
-the previous update's bridges.
+* the **fresh** particles along tempering from the uniform :math:`U` (eq. 28, the
+  sequence of standard SMC)
+
+  .. math::  q_h(x) \\propto U(x)^{1-\\beta_h}\\, p(x;\\theta_{t+1})^{\\beta_h},
+     \\qquad w \\propto \\exp(-E_{t+1}(x)\\,\\Delta\\beta_h).
+
+At each :math:`\\beta_h` the step :math:`\\Delta\\beta_h \\le 1 - \\beta_{h-1}` is the
+largest that keeps the ESS (eq. 31) of *each* group at or above
+:math:`\\sigma^*` times its size (bisection on :math:`\\log \\Delta\\beta`, the paper's
+Algorithm 4 searches the same step; :math:`\\sigma^* = ` ``ess_threshold``, 0.9 in the
+paper); then each group is resampled within itself (``blackjax.smc.resampling``) and
+every particle makes one kernel step leaving its own :math:`p_h` or :math:`q_h`
+invariant.  At :math:`\\beta_H = 1` both groups target :math:`p(x;\\theta_{t+1})` and
+are pooled with equal weights: the particles of the next gradient.  The number of
+bridges is thus set by the harder of the two sequences, in practice the tempering of
+the fresh half from the uniform: about as many as a standard SMC run (the paper
+reports about 10 for a 10-spin VBM whatever the learning rate, and about 100 for an
+MNIST RBM with 10 hidden units, in both cases similar to standard SMC), and every
+particle makes that many kernel steps per update (the paper's PCD-H, PT and TT get
+``H`` set to this number for equal computation).  With ``reinit_fraction=0`` only the
+bridges between successive models remain; small parameter steps then need a single
+bridge and PSMC is PCD with one importance-resampling step per update.
+
+The loop is a ``lax.while_loop``; at the ``max_bridges``-th bridge the remaining
+:math:`\\Delta\\beta = 1 - \\beta` is taken whatever the ESS (reported in
+``PSMCInfo.capped``).  All weights are in log space, so energy differences of any size
+neither overflow nor give NaN.
+
+*Why the fresh particles are tempered.*  A uniform draw is not a draw of
+:math:`p(x;\\theta_t)`: counting it as one biased the learned model towards the
+uniform by 0.28 nats/sample on a 10-spin Boltzmann machine.  Weighting the fresh draws
+by :math:`e^{-E(x;\\theta_t)}` as an importance sample of :math:`p(x;\\theta_t)` is
+consistent but, on any peaked model, leaves one or two fresh particles with all the
+weight: half the population is discarded at every update, the kept half is
+duplicated, and the population keeps the modes it started with (an earlier version
+of this module did that; ``tests/test_psmc_bridges.py`` shows the difference against
+exact enumeration).  Tempered from the uniform, the fresh half is an SMC sample of
+:math:`p(x;\\theta_{t+1})` that explores every mode, which is the point of
+re-initialising.  The gradient is taken at the start of an update, on the equally
+weighted pooled particles of :math:`p(x;\\theta_t)`; at ``init`` (unless
+``init_particles`` are given) all particles are tempered from the uniform to
+:math:`p(x;\\theta_0)` the same way, so the first gradient uses draws of
+:math:`p(x;\\theta_0)` too, not uniform ones.
 
 **Standard SMC** (:func:`smc_learner`): at every update, a fresh adaptive tempered
 SMC run (``blackjax.adaptive_tempered_smc``) from the uniform distribution to
@@ -50,10 +64,10 @@ final particles -- the baseline PSMC is compared with.
 
 References
 ----------
-Xiong, H., Szedmak, S. and Piater, J. (2016). Efficient learning of Markov random
-fields with persistent sequential Monte Carlo (PSMC): bridges
-:math:`p_t^{1-\\beta} p_{t+1}^{\\beta}`, ESS-driven steps with
-:math:`\\sigma^* = 0.9`, half of the particles re-initialised uniformly.
+Xiong, H., Szedmak, S. and Piater, J. (2016). Learning undirected graphical models
+using persistent sequential Monte Carlo. Machine Learning 103(2), 239-260: bridges
+eq. 27, tempering eq. 28, weights eq. 30, ESS eq. 31 with :math:`\\sigma^* = 0.9`,
+half of the particles re-initialised uniformly (section 5, Fig. 1).
 Zhou, Y., Johansen, A. M. and Aston, J. A. D. (2016). Toward automatic model
 comparison: an adaptive sequential Monte Carlo approach. JCGS 25(3) (conditional ESS).
 Del Moral, P., Doucet, A. and Jasra, A. (2006). Sequential Monte Carlo samplers.
@@ -73,7 +87,6 @@ from ugm_infer.learn.base import Learner, check_fraction, check_positive_int, gl
 from ugm_infer.learn.particles import (
     ess_of,
     normalize_log_weights,
-    resample,
     resolve_resampling,
     uniform_log_weights,
 )
@@ -108,21 +121,22 @@ def bisect_delta(increments: jax.Array, log_weights: jax.Array, remaining: jax.A
     are per-particle log-weight increments per unit of :math:`\\beta` (finite);
     ``log_weights`` are normalised.
     """
+    return _bisect(lambda delta: conditional_ess(log_weights, increments, delta) >= target_ess, remaining)
 
-    def ess_at(log_delta):
-        return conditional_ess(log_weights, increments, jnp.exp(log_delta))
 
+def _bisect(ok: Callable, remaining: jax.Array) -> jax.Array:
+    """Largest ``delta`` in ``(0, remaining]`` with ``ok(delta)`` (bisection on ``log delta``, see :func:`bisect_delta`)."""
     hi0 = jnp.log(remaining)
     lo0 = hi0 - _LOG_DELTA_RANGE
 
     def body(_, bounds):
         lo, hi = bounds
         mid = 0.5 * (lo + hi)
-        ok = ess_at(mid) >= target_ess
-        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+        good = ok(jnp.exp(mid))
+        return jnp.where(good, mid, lo), jnp.where(good, hi, mid)
 
     lo, _ = jax.lax.fori_loop(0, _BISECTION_STEPS, body, (lo0, hi0))
-    return jnp.where(ess_at(hi0) >= target_ess, remaining, jnp.exp(lo))
+    return jnp.where(ok(remaining), remaining, jnp.exp(lo))
 
 
 class PSMCState(NamedTuple):
@@ -145,12 +159,15 @@ class PSMCInfo(NamedTuple):
         Number of bridges (inverse temperatures :math:`\\beta_h > 0`) used between
         :math:`\\theta_t` and :math:`\\theta_{t+1}`.
     min_ess
-        Smallest ESS reached after a reweighting (before resampling) in the bridges.
+        Smallest ESS reached after a reweighting (before resampling) in the bridges, as
+        a fraction of its group's size times ``num_particles`` (so that it compares
+        with ``ess_threshold * num_particles``; with ``reinit_fraction=0`` the plain ESS).
     capped
         Whether ``max_bridges`` forced a last step that broke the ESS target.
     fresh_ess
-        ESS of the re-initialised particles' self-normalised weights for
-        :math:`p(x;\\theta_t)` (0 with ``reinit_fraction=0``).
+        Diagnostic: the ESS of the re-initialised particles' self-normalised weights
+        :math:`e^{-E(x;\\theta_t)}`, i.e. how many of them a plain importance sample of
+        :math:`p(x;\\theta_t)` would be worth (0 with ``reinit_fraction=0``).
     """
 
     grad_norm: jax.Array
@@ -166,21 +183,25 @@ def psmc(
     *,
     ess_threshold: float = 0.9,
     reinit_fraction: float = 0.5,
-    max_bridges: int = 100,
+    max_bridges: int = 1000,
     resampling: Any = "systematic",
 ) -> Learner:
     """Persistent SMC learner (see the module docstring for the algorithm).
 
     The kernel moves the particles at the bridges: it receives the bridge log-density
-    :math:`-((1-\\beta)E_t + \\beta E_{t+1})`.
+    :math:`-((1-\\beta)E_t + \\beta E_{t+1})` for a kept particle and
+    :math:`-\\beta E_{t+1}` for a re-initialised one. Without ``init_particles`` the
+    particles of the first gradient are an SMC sample of :math:`p(x;\\theta_0)`, tempered
+    from the uniform like the re-initialised half.
 
     Parameters
     ----------
     ess_threshold
-        :math:`\\sigma^*` in ``(0, 1]``: each bridge keeps ``ESS >= ess_threshold * num_particles``.
+        :math:`\\sigma^*` in ``(0, 1]``: each bridge keeps the ESS of each group at or
+        above ``ess_threshold`` times the group's size.
     reinit_fraction
         Fraction in ``[0, 1)`` of particles re-initialised uniformly at every update
-        (``round(reinit_fraction * num_particles)`` slots).
+        (``round(reinit_fraction * num_particles)`` slots, at most ``num_particles - 1``).
     max_bridges
         Cap on the bridges per update.
     resampling
@@ -193,12 +214,18 @@ def psmc(
     max_bridges = check_positive_int(max_bridges, "max_bridges")
     resample_fn = resolve_resampling(resampling)
     negative = resolve_negative_phase(model, s.visible, args.negative_phase)
-    num_reinit = int(round(reinit_fraction * s.num_particles))
-    bridges = _bridges(s, ess_threshold * s.num_particles, max_bridges, resample_fn)
+    num_reinit = min(int(round(reinit_fraction * s.num_particles)), s.num_particles - 1)
+    num_kept = s.num_particles - num_reinit
+    bridges = _bridges(s, ess_threshold, num_kept, max_bridges, resample_fn)
+    from_uniform = _bridges(s, ess_threshold, 0, max_bridges, resample_fn)
 
     def init(rng_key, params, data) -> PSMCState:
         fresh = start(s, rng_key, params, data)
-        return PSMCState(params, fresh.opt_state, fresh.particles, fresh.aux_state, initial_step())
+        particles = fresh.particles
+        if s.init_particles is None:  # draws of p(x; theta_0) for the first gradient: tempered from the uniform
+            params0 = jax.lax.stop_gradient(params)
+            particles = from_uniform(jax.random.fold_in(fresh.particle_key, 1), particles, params0, params0)[0]
+        return PSMCState(params, fresh.opt_state, particles, fresh.aux_state, initial_step())
 
     def step(rng_key, state: PSMCState, batch) -> tuple[PSMCState, PSMCInfo]:
         key_bridges, key_positive, key_reinit, key_slots = jax.random.split(rng_key, 4)
@@ -206,75 +233,86 @@ def psmc(
         # the gradient at theta_t from the equally weighted particles of p(x; theta_t)
         negative_grad = jax.grad(negative)(params, state.particles)
         new = ascend(s, key_positive, params, state.opt_state, state.aux_state, batch, negative_grad)
-        fixed = jax.lax.stop_gradient(params)
-        particles, log_w, fresh_ess = _reinitialise(model, key_slots, key_reinit, state.particles, fixed, num_reinit)
-        # bridges p_t^{1 - beta} p_{t+1}^beta from theta_t to theta_{t+1}
-        particles, count, min_ess, capped = bridges(key_bridges, particles, log_w, fixed, jax.lax.stop_gradient(new.params))
+        old = jax.lax.stop_gradient(params)
+        particles, fresh_ess = _reinitialise(model, key_slots, key_reinit, state.particles, old, num_kept)
+        # kept: p_t^{1 - beta} p_{t+1}^beta; fresh: U^{1 - beta} p_{t+1}^beta; pooled at beta = 1
+        particles, count, min_ess, capped = bridges(key_bridges, particles, old, jax.lax.stop_gradient(new.params))
         info = PSMCInfo(global_norm(new.direction), count, min_ess, capped, fresh_ess)
         return PSMCState(new.params, new.opt_state, particles, new.aux_state, state.step + 1), info
 
     return build(s, "psmc", init, step)
 
 
-def _reinitialise(model, key_slots, key_reinit, particles: dict, params, num_reinit: int):
-    """Replace ``num_reinit`` random slots by uniform draws; ``(particles, log weights, ESS of the fresh group)``.
+def _reinitialise(model, key_slots, key_reinit, particles: dict, params, num_kept: int):
+    """``(particles, fresh_ess)``: a random ``num_kept`` of the particles first, then uniform draws.
 
-    The fresh group is a self-normalised importance sample from the uniform for
-    :math:`p(x;\\theta_t)`; the two groups are mixed in proportion to their effective
-    sizes (``n_kept`` vs ``ESS_fresh``, see the module docstring).
+    ``fresh_ess`` is the diagnostic of :class:`PSMCInfo`: the ESS of the draws'
+    self-normalised weights :math:`e^{-E(x;\\theta_t)}` (0 when nothing is redrawn).
     """
     num_particles = jax.tree.leaves(particles)[0].shape[0]
+    num_reinit = num_particles - num_kept
     if num_reinit == 0:
-        return particles, uniform_log_weights(num_particles), jnp.zeros(())
-    slots = jax.random.permutation(key_slots, num_particles)[:num_reinit]
+        return particles, jnp.zeros(())
+    kept = jax.random.permutation(key_slots, num_particles)[:num_kept]
     fresh = model.random_state(key_reinit, num_reinit)
-    particles = jax.tree.map(lambda x, f: x.at[slots].set(f.astype(x.dtype)), particles, fresh)
-    log_fresh = normalize_log_weights(-model.energies(params, fresh))
-    fresh_ess = ess_of(log_fresh)
-    log_total = jnp.log(num_particles - num_reinit + fresh_ess)
-    log_w = jnp.full((num_particles,), -log_total).at[slots].set(jnp.log(fresh_ess) - log_total + log_fresh)
-    return particles, log_w, fresh_ess
+    particles = jax.tree.map(lambda x, f: jnp.concatenate([x[kept], f.astype(x.dtype)]), particles, fresh)
+    return particles, ess_of(normalize_log_weights(-model.energies(params, fresh)))
 
 
-def _bridges(s, target_ess: float, max_bridges: int, resample_fn: Callable) -> Callable:
-    """``bridges(rng_key, particles, log_weights, params_old, params_new) -> (particles, count, min_ess, capped)``.
+def _bridges(s, ess_threshold: float, num_kept: int, max_bridges: int, resample_fn: Callable) -> Callable:
+    """``bridges(rng_key, particles, params_old, params_new) -> (particles, count, min_ess, capped)``.
 
-    A ``lax.while_loop`` over bridges: reweight by the largest step keeping the
-    (conditional) ESS, resample, move every particle by one kernel step at the bridge.
+    The first ``num_kept`` particles follow :math:`p_t^{1-\\beta} p_{t+1}^{\\beta}`, the
+    others :math:`U^{1-\\beta} p_{t+1}^{\\beta}`.  A ``lax.while_loop`` over bridges:
+    reweight both groups by the largest step that keeps each group's ESS at
+    ``ess_threshold`` of its size, resample each group within itself, move every
+    particle by one kernel step at its own bridge density.
     """
     model, num_particles = s.model, s.num_particles
+    groups = [(a, b) for a, b in ((0, num_kept), (num_kept, num_particles)) if b > a]
+    # weight of E_t in a particle's base energy: 1 for the kept group, 0 (the uniform) for the fresh one
+    base = jnp.concatenate([jnp.ones(num_kept), jnp.zeros(num_particles - num_kept)])
 
-    def bridges(rng_key, particles, log_weights, params_old, params_new):
+    def group_ess(inc, delta):
+        """ESS of each group's reweighting by ``exp(delta * inc)``, as a fraction of the group's size."""
+        return jnp.stack([conditional_ess(uniform_log_weights(b - a), inc[a:b], delta) / (b - a) for a, b in groups])
+
+    def bridges(rng_key, particles, params_old, params_new):
         init_fn, kernel_fn = s.kernel.get(params_old)
-        log_uniform = uniform_log_weights(num_particles)
 
         def cond(carry):
-            return carry[3] < 1.0
+            return carry[2] < 1.0
 
         def body(carry):
-            key, particles, log_w0, beta, count, min_ess, capped = carry
+            key, particles, beta, count, min_ess, capped = carry
             key, key_resample, key_move = jax.random.split(key, 3)
-            inc = -(model.energies(params_new, particles) - model.energies(params_old, particles))
+            inc = -(model.energies(params_new, particles) - base * model.energies(params_old, particles))
             remaining = 1.0 - beta
             last = count + 1 >= max_bridges
-            delta = jnp.where(last, remaining, bisect_delta(inc, log_w0, remaining, target_ess))
+            delta = jnp.where(last, remaining, _bisect(lambda d: jnp.all(group_ess(inc, d) >= ess_threshold), remaining))
             new_beta = jnp.where(delta >= remaining, 1.0, beta + delta)
-            log_w = normalize_log_weights(log_w0 + delta * inc)
-            particles = resample(key_resample, resample_fn, particles, log_w)
+            ess = group_ess(inc, delta)
+            keys = jax.random.split(key_resample, len(groups))
+            idx = [
+                a + resample_fn(k, jnp.exp(normalize_log_weights(delta * inc[a:b])), b - a)
+                for k, (a, b) in zip(keys, groups, strict=False)
+            ]
+            idx = jnp.concatenate(idx)  # each group resampled within itself
+            particles = jax.tree.map(lambda x: x[idx], particles)
 
-            def bridge_logdensity(x):
-                return -((1.0 - new_beta) * model.energy(params_old, x) + new_beta * model.energy(params_new, x))
+            def move(key, x, g):
+                def logdensity(y):
+                    return -((1.0 - new_beta) * g * model.energy(params_old, y) + new_beta * model.energy(params_new, y))
 
-            def move(key, x):
-                return kernel_fn(key, init_fn(x, bridge_logdensity), bridge_logdensity)[0].position
+                return kernel_fn(key, init_fn(x, logdensity), logdensity)[0].position
 
-            particles = jax.vmap(move)(jax.random.split(key_move, num_particles), particles)
-            capped = capped | (last & (conditional_ess(log_w0, inc, delta) < target_ess))
-            return key, particles, log_uniform, new_beta, count + 1, jnp.minimum(min_ess, ess_of(log_w)), capped
+            particles = jax.vmap(move)(jax.random.split(key_move, num_particles), particles, base)
+            capped = capped | (last & jnp.any(ess < ess_threshold))
+            return key, particles, new_beta, count + 1, jnp.minimum(min_ess, num_particles * jnp.min(ess)), capped
 
         zero = initial_step()
-        carry = (rng_key, particles, log_weights, jnp.zeros(()), zero, jnp.float32(num_particles), jnp.zeros((), bool))
-        _, particles, _, _, count, min_ess, capped = jax.lax.while_loop(cond, body, carry)
+        carry = (rng_key, particles, jnp.zeros(()), zero, jnp.float32(num_particles), jnp.zeros((), bool))
+        _, particles, _, count, min_ess, capped = jax.lax.while_loop(cond, body, carry)
         return particles, count, min_ess, capped
 
     return bridges
