@@ -159,8 +159,20 @@ def _is_kernel_state(position) -> bool:
     return isinstance(position, tuple) and hasattr(type(position), "_fields") and hasattr(position, "position")
 
 
+_STATE_CHECKS: dict = {}  # (init target, state structure and avals) -> None, when a check passed
+
+
 def _check_kernel_state(algorithm, state) -> None:
     """``state`` must be what ``algorithm``'s ``init`` makes of its own position (same structure, shapes, dtypes)."""
+    recipe = recipe_of(algorithm)
+    got = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), state)
+    leaves, treedef = jax.tree.flatten(got)
+    key = (recipe.key if recipe is not None else algorithm.init, treedef, tuple((x.shape, x.dtype) for x in leaves))
+    try:
+        if key in _STATE_CHECKS:
+            return
+    except TypeError:  # an unhashable piece: check without remembering
+        key = None
     try:
         positions = jax.eval_shape(lambda s: s.position, state)
         expected = jax.eval_shape(jax.vmap(algorithm.init), positions)
@@ -169,13 +181,14 @@ def _check_kernel_state(algorithm, state) -> None:
             f"`initial_position` is a {type(state).__name__} this algorithm cannot start from ({err}); pass "
             "{name: array} positions or the final_state of a run of the same algorithm"
         ) from err
-    got = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), state)
-    if jax.tree.structure(got) != jax.tree.structure(expected) or jax.tree.leaves(got) != jax.tree.leaves(expected):
+    if treedef != jax.tree.structure(expected) or leaves != jax.tree.leaves(expected):
         raise TypeError(
             f"`initial_position` is a {type(state).__name__} that does not match this algorithm's state "
             f"({jax.tree.structure(expected)}); pass {{name: array}} positions or the final_state of a run of the "
             "same algorithm"
         )
+    if key is not None and len(_STATE_CHECKS) < 256:
+        _STATE_CHECKS[key] = None
 
 
 def _validate_start(model, params, position):

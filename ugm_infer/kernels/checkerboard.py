@@ -325,18 +325,18 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
 def _byte_sum(words: jax.Array, most: int) -> jax.Array:
     """Sum of both bytes of every ``uint16`` word over the last two axes (int32), each byte at most ``most``.
 
-    The words are laid out as ``(rows, lanes)`` with up to 128 lanes and added in
-    ``uint16`` over blocks of at most ``255 // most`` rows without carries between the
-    bytes (SWAR); only the block sums are widened.  Summing over rows (not along the
-    lanes) keeps the additions vectorised.
+    The flattened words are cut into ``k <= 16`` equal contiguous pieces that are
+    added in ``uint16`` without carries between the bytes (SWAR; ``k most <= 255``):
+    a reduction over a short outer axis, which XLA fuses with the words' producer
+    and vectorises along the pieces, writing ``1/k`` of the words; only those sums
+    are widened and reduced.  (Over more than 16 pieces the reduction is rewritten
+    into a windowed one that first writes its whole input out again.)
     """
     lead = words.shape[:-2]
     size = words.shape[-2] * words.shape[-1]
-    lanes = math.gcd(size, 128)
-    rows = size // lanes
-    block = max(d for d in range(1, min(255 // most, rows) + 1) if rows % d == 0)
-    sums = jnp.sum(words.reshape(lead + (rows // block, block, lanes)), axis=-2, dtype=jnp.uint16)  # bytes <= 255
-    return jnp.sum((sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32), axis=(-2, -1))
+    pieces = max(d for d in range(1, min(255 // most, 16, size) + 1) if size % d == 0)
+    sums = jnp.sum(words.reshape(lead + (pieces, size // pieces)), axis=-2, dtype=jnp.uint16)  # bytes <= 255
+    return jnp.sum((sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32), axis=-1)
 
 
 def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array]) -> jax.Array:
