@@ -58,7 +58,6 @@ numbers: as easy as 1, 2, 3. SC '11.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 

@@ -129,13 +129,13 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
     variables = model.variables
     if scan == "block":
         model = resolve_structure(model, params)
-        generic = _block_sweep(model, reverse)
-        pairwise_sweep = _pairwise_sweep(model, reverse)
-        if pairwise_sweep is None:
-            return generic
+        built: list = []  # (generic, pairwise) sweeps, built at the first call: the lattice path never calls them
 
         def sweep(rng_key, position, logdensity_fn):
-            if pairwise_sweep.applies(logdensity_fn):
+            if not built:
+                built.append((_block_sweep(model, reverse), _pairwise_sweep(model, reverse)))
+            generic, pairwise_sweep = built[0]
+            if pairwise_sweep is not None and pairwise_sweep.applies(logdensity_fn):
                 return pairwise_sweep(rng_key, position, logdensity_fn)
             return generic(rng_key, position, logdensity_fn)
 
