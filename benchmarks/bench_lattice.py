@@ -78,7 +78,7 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
     """``{name: (run(key) -> result, first_call_seconds)}`` for one case."""
     model = ui.models.lattice_ising(size, size)
     params = model.init_params(J=J, h=H)
-    x0 = model.random_state(jax.random.key(1), chains)
+    x0 = jax.block_until_ready(model.random_state(jax.random.key(1), chains))  # not inside a first call
     out = {}
     if "ugm_infer" in which:
         t0 = time.perf_counter()

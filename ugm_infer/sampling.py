@@ -156,7 +156,8 @@ def sample(
 
 def _is_kernel_state(position) -> bool:
     """A kernel state (``SampleResult.final_state``: a NamedTuple with a ``position``), not a dict of positions."""
-    return isinstance(position, tuple) and hasattr(type(position), "_fields") and hasattr(position, "position")
+    # the class, not the instance: a lattice state's ``position`` is a property that unpacks the whole state
+    return isinstance(position, tuple) and hasattr(type(position), "_fields") and hasattr(type(position), "position")
 
 
 _STATE_CHECKS: dict = {}  # (init target, state structure and avals) -> None, when a check passed
