@@ -21,7 +21,10 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
 ``hand_subl``
     four int8 sub-lattices, one ``jax.random.uniform`` per updated site, chains in
     groups of 4 processed with ``lax.map`` (``benchmarks/handwritten.py``).
-``ugm_user`` (only with ``--only ... ugm_user`` or ``--user``)
+``ugm_no_trace`` (only with ``--only ... ugm_no_trace``)
+    the ``ugm_infer`` call with ``trace_fn=lambda s, i: ()`` (nothing recorded),
+    reported as ``t_ugm / t_no_trace``: what the default trace costs.
+``ugm_user`` (only with ``--only ... ugm_user``)
     the same ``ui.sample`` call on a user-written energy over the same lattice,
     ``ui.EnergyModel(lambda p, x: -p["J"] * sum(s * roll(s, 1, 0) + s * roll(s, 1, 1))
     - p["h"] * sum(s), {"s": ui.Spin((L, L))})``; reported as ``t_user / t_ugm``
@@ -65,7 +68,7 @@ from bench_sweeps import machine_info  # noqa: E402
 import ugm_infer as ui  # noqa: E402
 
 J, H = 0.44, 0.0
-CONTENDERS = ("ugm_infer", "ugm_continue", "hand_packed", "hand_subl", "ugm_user")
+CONTENDERS = ("ugm_infer", "ugm_continue", "hand_packed", "hand_subl", "ugm_user", "ugm_no_trace")
 
 
 def user_energy(params, state):
@@ -100,6 +103,15 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
 
         jax.block_until_ready(ugm_continue(jax.random.key(0)))
         out["ugm_continue"] = (ugm_continue, time.perf_counter() - t0)
+    if "ugm_no_trace" in which:
+        t0 = time.perf_counter()
+        silent = ui.kernels.gibbs(model, params)
+
+        def ugm_no_trace(key):
+            return ui.sample(key, silent, x0, num_sweeps, keep_states=False, trace_fn=lambda s, i: ())
+
+        jax.block_until_ready(ugm_no_trace(jax.random.key(0)))
+        out["ugm_no_trace"] = (ugm_no_trace, time.perf_counter() - t0)
     if "ugm_user" in which:
         t0 = time.perf_counter()
         user = ui.EnergyModel(user_energy, {"s": ui.Spin((size, size))})
@@ -160,6 +172,13 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
         }
         for n in hands:
             row[f"ratio_{n}_over_ugm{suffix}_median"] = float(np.median(np.asarray(times[n]) / u))
+    if "ugm_infer" in times and "ugm_no_trace" in times:
+        cost = np.asarray(times["ugm_infer"]) / np.asarray(times["ugm_no_trace"])
+        row["ratio_ugm_over_no_trace"] = {
+            "median": float(np.median(cost)),
+            "min": float(cost.min()),
+            "max": float(cost.max()),
+        }
     if "ugm_infer" in times and "ugm_user" in times:
         user = np.asarray(times["ugm_user"]) / np.asarray(times["ugm_infer"])
         row["ratio_user_over_ugm"] = {"median": float(np.median(user)), "min": float(user.min()), "max": float(user.max())}
@@ -179,7 +198,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--target", type=float, default=None, help="approximate seconds per timed call")
     parser.add_argument("--rate", type=float, default=3e8, help="rough spin updates / s, only to size the calls")
-    parser.add_argument("--only", nargs="*", default=None, choices=CONTENDERS, help="contenders (default: the first three)")
+    parser.add_argument("--only", nargs="*", default=None, choices=CONTENDERS, help="contenders (default: the first four)")
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
     args.out = args.out or "benchmarks/results/bench_lattice.json"
@@ -233,6 +252,13 @@ def main(argv=None):
             f"{ns('hand_packed')} | {ns('hand_subl')} | {ratio('ratio_best_hand_over_ugm')} | "
             f"{ratio('ratio_best_hand_over_ugm_continue')} | {first} | {row['load_average_after'][0]:.1f} |"
         )
+    for row in rows:
+        if "ratio_ugm_over_no_trace" in row:
+            r = row["ratio_ugm_over_no_trace"]
+            print(
+                f"L={row['size']} chains={row['chains']}: default trace / no trace = **{r['median']:.3f}** "
+                f"({r['min']:.2f}-{r['max']:.2f})"
+            )
     for row in rows:
         if "ratio_user_over_ugm" in row:
             r = row["ratio_user_over_ugm"]
