@@ -9,14 +9,22 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
     num_sweeps, keep_states=False)`` with ``model = ui.models.lattice_ising(L, L)``
     (float32 states) and the default trace (the kernel's info, the number of changed
     sites, recorded at every sweep for every chain).  ``ui.sample`` is called
-    afresh for every repeat (its compiled run is reused).
+    afresh for every repeat (its compiled run is reused), from the float32 start,
+    which it converts to the lattice layout in every call.
+``ugm_continue``
+    the same call continuing a chain: ``initial_position`` is the ``final_state`` of
+    an earlier call (kept in the lattice layout, so nothing is converted), as a run
+    split into several calls does.  The same state is passed in every repeat.
 ``hand_packed``
     the fastest plain-JAX sweep found (``benchmarks/handwritten.py``): colours stored
     as packed ``uint16`` pairs, a fused Threefry hash per pair, integer thresholds.
 ``hand_subl``
     four int8 sub-lattices, one ``jax.random.uniform`` per updated site, chains in
     groups of 4 processed with ``lax.map`` (``benchmarks/handwritten.py``).
-``ugm_user`` (only with ``--only ... ugm_user`` or ``--user``)
+``ugm_no_trace`` (only with ``--only ... ugm_no_trace``)
+    the ``ugm_infer`` call with ``trace_fn=lambda s, i: ()`` (nothing recorded),
+    reported as ``t_ugm / t_no_trace``: what the default trace costs.
+``ugm_user`` (only with ``--only ... ugm_user``)
     the same ``ui.sample`` call on a user-written energy over the same lattice,
     ``ui.EnergyModel(lambda p, x: -p["J"] * sum(s * roll(s, 1, 0) + s * roll(s, 1, 1))
     - p["h"] * sum(s), {"s": ui.Spin((L, L))})``; reported as ``t_user / t_ugm``
@@ -24,13 +32,14 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
 
 Reported per case: nanoseconds per spin update (median), spin updates per second,
 the paired ratio ``t_hand / t_ugm`` against the faster hand-written sweep (median of
-the per-repeat ratios; above 1 means ugm_infer is faster), and the first-call
-latency (trace + compile + one run) of each contender.  Compilation is excluded from
-the timed repeats.  The machine's load average is recorded before and after.
+the per-repeat ratios; above 1 means ugm_infer is faster), for ``ugm_infer`` and for
+``ugm_continue``, and the first-call latency (trace + compile + one run) of each
+contender.  Compilation is excluded from the timed repeats.  The machine's load
+average is recorded before and after the run and after each case.
 
 Run::
 
-    python benchmarks/bench_lattice.py                 # all 15 cases (~10 min on 2 idle cores)
+    python benchmarks/bench_lattice.py                 # all 15 cases (~15 min on 2 idle cores)
     python benchmarks/bench_lattice.py --quick         # one 16x16 case with 2 chains, a few seconds
     python benchmarks/bench_lattice.py --sizes 128 512 --chains 32
     python benchmarks/bench_lattice.py --sizes 64 128 256 512 --chains 32 --only ugm_infer ugm_user \
@@ -59,7 +68,7 @@ from bench_sweeps import machine_info  # noqa: E402
 import ugm_infer as ui  # noqa: E402
 
 J, H = 0.44, 0.0
-CONTENDERS = ("ugm_infer", "hand_packed", "hand_subl", "ugm_user")
+CONTENDERS = ("ugm_infer", "ugm_continue", "hand_packed", "hand_subl", "ugm_user", "ugm_no_trace")
 
 
 def user_energy(params, state):
@@ -72,7 +81,7 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
     """``{name: (run(key) -> result, first_call_seconds)}`` for one case."""
     model = ui.models.lattice_ising(size, size)
     params = model.init_params(J=J, h=H)
-    x0 = model.random_state(jax.random.key(1), chains)
+    x0 = jax.block_until_ready(model.random_state(jax.random.key(1), chains))  # not inside a first call
     out = {}
     if "ugm_infer" in which:
         t0 = time.perf_counter()
@@ -81,8 +90,28 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
         def ugm(key):
             return ui.sample(key, algorithm, x0, num_sweeps, keep_states=False)
 
-        jax.block_until_ready(ugm(jax.random.key(0)))
+        state = jax.block_until_ready(ugm(jax.random.key(0))).final_state
         out["ugm_infer"] = (ugm, time.perf_counter() - t0)
+    if "ugm_continue" in which:
+        t0 = time.perf_counter()
+        continuing = ui.kernels.gibbs(model, params)
+        if "ugm_infer" not in which:
+            state = ui.sample(jax.random.key(0), continuing, x0, 1, keep_states=False).final_state
+
+        def ugm_continue(key):
+            return ui.sample(key, continuing, state, num_sweeps, keep_states=False)
+
+        jax.block_until_ready(ugm_continue(jax.random.key(0)))
+        out["ugm_continue"] = (ugm_continue, time.perf_counter() - t0)
+    if "ugm_no_trace" in which:
+        t0 = time.perf_counter()
+        silent = ui.kernels.gibbs(model, params)
+
+        def ugm_no_trace(key):
+            return ui.sample(key, silent, x0, num_sweeps, keep_states=False, trace_fn=lambda s, i: ())
+
+        jax.block_until_ready(ugm_no_trace(jax.random.key(0)))
+        out["ugm_no_trace"] = (ugm_no_trace, time.perf_counter() - t0)
     if "ugm_user" in which:
         t0 = time.perf_counter()
         user = ui.EnergyModel(user_energy, {"s": ui.Spin((size, size))})
@@ -130,17 +159,26 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
             "first_call_s": runs[name][1],
         }
     hands = [n for n in ("hand_packed", "hand_subl") if n in times]
-    if "ugm_infer" in times and hands:
-        u = np.asarray(times["ugm_infer"])
+    for ugm, suffix in (("ugm_infer", ""), ("ugm_continue", "_continue")):
+        if ugm not in times or not hands:
+            continue
+        u = np.asarray(times[ugm])
         best = np.min(np.stack([np.asarray(times[n]) for n in hands]), axis=0)  # per repeat, the faster hand sweep
         paired = best / u
-        row["ratio_best_hand_over_ugm"] = {
+        row[f"ratio_best_hand_over_ugm{suffix}"] = {
             "median": float(np.median(paired)),
             "min": float(paired.min()),
             "max": float(paired.max()),
         }
         for n in hands:
-            row[f"ratio_{n}_over_ugm_median"] = float(np.median(np.asarray(times[n]) / u))
+            row[f"ratio_{n}_over_ugm{suffix}_median"] = float(np.median(np.asarray(times[n]) / u))
+    if "ugm_infer" in times and "ugm_no_trace" in times:
+        cost = np.asarray(times["ugm_infer"]) / np.asarray(times["ugm_no_trace"])
+        row["ratio_ugm_over_no_trace"] = {
+            "median": float(np.median(cost)),
+            "min": float(cost.min()),
+            "max": float(cost.max()),
+        }
     if "ugm_infer" in times and "ugm_user" in times:
         user = np.asarray(times["ugm_user"]) / np.asarray(times["ugm_infer"])
         row["ratio_user_over_ugm"] = {"median": float(np.median(user)), "min": float(user.min()), "max": float(user.max())}
@@ -148,6 +186,7 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
         row["first_call_ratio_ugm_over_hand_packed"] = (
             runs["ugm_infer"][1] / runs["hand_packed"][1] if "hand_packed" in runs else None
         )
+    row["load_average_after"] = os.getloadavg()
     return row
 
 
@@ -159,7 +198,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--target", type=float, default=None, help="approximate seconds per timed call")
     parser.add_argument("--rate", type=float, default=3e8, help="rough spin updates / s, only to size the calls")
-    parser.add_argument("--only", nargs="*", default=None, choices=CONTENDERS, help="contenders (default: the first three)")
+    parser.add_argument("--only", nargs="*", default=None, choices=CONTENDERS, help="contenders (default: the first four)")
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)
     args.out = args.out or "benchmarks/results/bench_lattice.json"
@@ -169,7 +208,7 @@ def main(argv=None):
     chain_counts = args.chains or ([2] if args.quick else [1, 32, 256])
     repeats = args.repeats or (2 if args.quick else 5)
     target = args.target or (0.002 if args.quick else 0.3)
-    which = tuple(args.only or CONTENDERS[:3])
+    which = tuple(args.only or CONTENDERS[:4])
     load_before = os.getloadavg()
     rows = []
     for size in sizes:
@@ -177,10 +216,11 @@ def main(argv=None):
             row = time_case(size, chains, target, repeats, which, args.rate)
             rows.append(row)
             ratio = row.get("ratio_best_hand_over_ugm", {}).get("median", float("nan"))
+            ratio_c = row.get("ratio_best_hand_over_ugm_continue", {}).get("median", float("nan"))
             print(
                 f"L={size:5d} chains={chains:4d} sweeps={row['num_sweeps']:4d}: "
                 + ", ".join(f"{n} {row[n]['ns_per_spin_update_median']:.2f} ns" for n in which if n in row)
-                + f"; best hand / ugm {ratio:.3f}"
+                + f"; best hand / ugm {ratio:.3f}, / ugm continuing {ratio_c:.3f}; load {row['load_average_after'][0]:.1f}"
                 + (f"; user / ugm {row['ratio_user_over_ugm']['median']:.3f}" if "ratio_user_over_ugm" in row else ""),
                 flush=True,
             )
@@ -188,26 +228,37 @@ def main(argv=None):
 
     print()
     print(
-        "| L | chains | sweeps / call | ugm_infer ns / spin update | hand packed ns | hand sub-lattice ns "
-        "| **best hand / ugm** (paired median, min-max) | first call ugm / hand packed (s) |"
+        "| L | chains | sweeps / call | ugm_infer ns / spin update | continuing ns | hand packed ns | hand sub-lattice ns "
+        "| **best hand / ugm** (paired median, min-max) | **best hand / continuing** | first call ugm / hand packed (s) "
+        "| load |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
 
         def ns(name):
             return f"{row[name]['ns_per_spin_update_median']:.2f}" if name in row else "-"
 
-        r = row.get("ratio_best_hand_over_ugm")
-        ratio = f"**{r['median']:.3f}** ({r['min']:.2f}-{r['max']:.2f})" if r else "-"
+        def ratio(key):
+            r = row.get(key)
+            return f"**{r['median']:.3f}** ({r['min']:.2f}-{r['max']:.2f})" if r else "-"
+
         first = (
             f"{row['ugm_infer']['first_call_s']:.2f} / {row['hand_packed']['first_call_s']:.2f}"
             if "ugm_infer" in row and "hand_packed" in row
             else "-"
         )
         print(
-            f"| {row['size']} | {row['chains']} | {row['num_sweeps']} | {ns('ugm_infer')} | {ns('hand_packed')} | "
-            f"{ns('hand_subl')} | {ratio} | {first} |"
+            f"| {row['size']} | {row['chains']} | {row['num_sweeps']} | {ns('ugm_infer')} | {ns('ugm_continue')} | "
+            f"{ns('hand_packed')} | {ns('hand_subl')} | {ratio('ratio_best_hand_over_ugm')} | "
+            f"{ratio('ratio_best_hand_over_ugm_continue')} | {first} | {row['load_average_after'][0]:.1f} |"
         )
+    for row in rows:
+        if "ratio_ugm_over_no_trace" in row:
+            r = row["ratio_ugm_over_no_trace"]
+            print(
+                f"L={row['size']} chains={row['chains']}: default trace / no trace = **{r['median']:.3f}** "
+                f"({r['min']:.2f}-{r['max']:.2f})"
+            )
     for row in rows:
         if "ratio_user_over_ugm" in row:
             r = row["ratio_user_over_ugm"]
@@ -215,11 +266,13 @@ def main(argv=None):
                 f"L={row['size']} chains={row['chains']}: user roll energy / built-in = **{r['median']:.3f}** "
                 f"({r['min']:.2f}-{r['max']:.2f}), first call {row['ugm_user']['first_call_s']:.2f} s"
             )
-    if "ugm_infer" in which:
+    for name in ("ugm_infer", "ugm_continue", "hand_packed"):
+        if name not in which:
+            continue
         for chains in chain_counts:
-            per = [r["ugm_infer"]["ns_per_spin_update_median"] for r in rows if r["chains"] == chains]
+            per = [r[name]["ns_per_spin_update_median"] for r in rows if r["chains"] == chains]
             if len(per) > 1:
-                print(f"\nugm_infer, {chains} chains: ns per spin update max / min over sizes = {max(per) / min(per):.2f}")
+                print(f"{name}, {chains} chains: ns per spin update max / min over sizes = {max(per) / min(per):.2f}")
     print(f"\nload average before {load_before}, after {load_after}")
     result = {
         "machine": machine_info(),

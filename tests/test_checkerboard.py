@@ -120,9 +120,7 @@ def test_open_lattice_matches_enumeration(domain, dtype, J, h):
     assert_distribution_matches(state_index(x, model), brute_force(model, params, 0.9), label=f"2x4 open {domain}")
 
 
-@pytest.mark.parametrize(
-    "reverse,temper_by", [(False, 1.0), pytest.param(True, 1.0, marks=pytest.mark.slow), (False, 0.5)]
-)
+@pytest.mark.parametrize("reverse,temper_by", [(False, 1.0), pytest.param(True, 1.0, marks=pytest.mark.slow), (False, 0.5)])
 def test_torus_matches_enumeration(reverse, temper_by):
     model = ui.models.lattice_ising(4, 4)
     params = model.init_params(J=0.35, h=0.15)
@@ -251,6 +249,32 @@ def test_sweep_is_bit_identical_to_the_half_sweep_reference(periodic, domain, nu
     assert not np.array_equal(np.asarray(got[0]), np.asarray(words[0]))  # the sweep did change sites
 
 
+@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "binary")])
+@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
+def test_change_flags_count_the_sites_changed_by_a_step(periodic, domain, num_sweeps, reverse):
+    # the flagged sweep gives the same values as the plain one; its flags mark exactly the sites whose
+    # value differs from the step's input, also when the input words carry flags of an earlier step
+    layout = checkerboard.LatticeLayout(6, 8, periodic, domain, "float32")
+    table = layout.thresholds(0.2, -0.1, 1.0)
+    x = jax.random.bernoulli(jax.random.key(3), 0.5, (40, 6, 8)).astype(jnp.float32)
+    words = jax.vmap(layout.pack)(x)
+    plain = jax.jit(jax.vmap(checkerboard.build_sweep(layout, num_sweeps, reverse), in_axes=(0, 0, 0, None)))
+    flagged = jax.jit(
+        jax.vmap(checkerboard.build_sweep(layout, num_sweeps, reverse, track_changes=True), in_axes=(0, 0, 0, None))
+    )
+    values = jnp.uint16(0x0101)
+    for step in range(3):
+        keys = jax.random.split(jax.random.key(10 + step), 40)
+        want = plain(keys, *(w & values for w in words), table)
+        got = flagged(keys, *words, table)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g & values), np.asarray(w))
+        changed = np.asarray(checkerboard.count_changed(words, got))
+        np.testing.assert_array_equal(np.asarray(checkerboard.count_flags(*got)), changed)
+        assert changed.min() > 0 and (step == 0 or np.asarray(checkerboard.count_flags(*words)).max() > 0)
+        words = got
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 7), (2, 64, 64), (1, 1, 1), (4, 100, 130)])
 def test_count_changed_counts_every_changed_site(shape):
     k = jax.random.split(jax.random.key(sum(shape)), 4)
@@ -287,3 +311,17 @@ def test_sample_records_the_energies_of_its_states(periodic):
     out = ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), x0, 5, thin=2, model=model, params=params)
     want = jax.jit(jax.vmap(model.energies, in_axes=(None, 0)))(params, out.states)  # compiled like ui.sample's
     np.testing.assert_array_equal(np.asarray(out.energies), np.asarray(want))
+
+
+@pytest.mark.parametrize("num_sweeps", [1, 2])
+def test_sample_default_trace_counts_changed_sites(num_sweeps):
+    # ui.sample's default trace on the lattice path: the number of sites each step changed, per chain
+    model = ui.models.lattice_ising(6, 8)
+    params = model.init_params(J=0.3, h=0.1)
+    x0 = model.random_state(jax.random.key(0), 3)
+    gibbs = ui.kernels.gibbs(model, params, num_sweeps=num_sweeps)
+    out = ui.sample(jax.random.key(1), gibbs, x0, 6)
+    states = np.concatenate([np.asarray(x0["s"])[:, None], np.asarray(out.states["s"])], axis=1)
+    want = (states[:, 1:] != states[:, :-1]).sum(axis=(-2, -1))
+    np.testing.assert_array_equal(np.asarray(out.infos.num_changed), want)
+    assert want.min() > 0

@@ -95,24 +95,27 @@ class Domain:
         index = jax.random.randint(rng_key, tuple(batch_shape) + self.shape, 0, self.num_states)
         return self.from_index(index)
 
-    def contains(self, value: np.ndarray) -> np.ndarray:
-        """Elementwise: is ``value`` one of the allowed values (host numpy).
+    def contains(self, value: np.ndarray, xp: Any = np) -> np.ndarray:
+        """Elementwise: is ``value`` one of the allowed values (host numpy, or ``xp=jax.numpy`` inside ``jit``).
 
         One comparison per value for up to four values, a range check for a range of
         integers held in an integer array, :func:`numpy.isin` otherwise (whose table
         method would copy an integer array to ``intp``).
         """
-        value = np.asarray(value)
+        value = xp.asarray(value)
         values = self.values
         as_int = [int(v) if float(v).is_integer() else float(v) for v in values]
         if len(as_int) <= 4:
             mask = value == as_int[0]
             for v in as_int[1:]:
-                mask |= value == v
+                if xp is np:
+                    mask |= value == v
+                else:
+                    mask = mask | (value == v)
             return mask
         if np.issubdtype(value.dtype, np.integer) and as_int == list(range(as_int[0], as_int[0] + len(as_int))):
             return (value >= as_int[0]) & (value <= as_int[-1])
-        return np.isin(value, values)
+        return xp.isin(value, values if xp is np else xp.asarray(values))
 
     def check_values(self, value: np.ndarray, label: str) -> None:
         """Raise a ValueError naming ``label`` (e.g. ```state['s']```) when the host array

@@ -79,7 +79,10 @@ def sample(
     algorithm
         A single-chain ``SamplingAlgorithm`` (e.g. ``ui.kernels.gibbs(model, params)``).
     initial_position
-        ``{name: (num_chains, *shape)}`` starting configurations (validated if ``model``).
+        ``{name: (num_chains, *shape)}`` starting configurations (validated if ``model``),
+        or the ``final_state`` of an earlier result of the same algorithm, to continue
+        those chains where they stopped (taken as it is: no validation and no
+        conversion, e.g. a lattice chain stays in its packed layout).
     num_samples, num_warmup, thin
         Draws to keep, steps discarded first, and steps between kept draws.
     model, params
@@ -121,22 +124,14 @@ def sample(
         raise TypeError(f"`trace_fn` must be callable or None, got {type(trace_fn).__name__}")
     if not isinstance(keep_states, (bool, np.bool_)):
         raise TypeError(f"`keep_states` must be True or False, got {keep_states!r}")
+    from_state = _is_kernel_state(initial_position)
     # a global array spanning several processes (jax.distributed) cannot be copied to
     # this host: each process validates its own slice before building it (docs/scaling.md)
     global_input = any(isinstance(x, jax.Array) and not x.is_fully_addressable for x in jax.tree.leaves(initial_position))
-    if model is not None and not global_input:
-        # host-side validation copies the arrays to one device: put a sharded input (see
-        # ugm_infer.sharding) back where the caller placed it, so the chains stay split
-        shardings = (
-            {n: x.sharding for n, x in initial_position.items() if isinstance(x, jax.Array) and len(x.devices()) > 1}
-            if isinstance(initial_position, dict)
-            else {}
-        )
-        initial_position = model.validate_state(initial_position, batch_ndim=1, argname="initial_position")
-        initial_position = {n: jax.device_put(x, shardings[n]) if n in shardings else x for n, x in initial_position.items()}
-        if params is not None:
-            model.validate_params(params)
-    elif model is not None and params is not None:
+    with_energy = model is not None and params is not None
+    if model is not None and not global_input and not from_state:
+        initial_position = _validate_start(model, params if with_energy else None, initial_position)
+    elif with_energy:
         model.validate_params(params)
     leaves = jax.tree.leaves(initial_position)
     if not leaves:
@@ -148,20 +143,115 @@ def sample(
         )
     if jnp.shape(leaves[0])[0] == 0:
         raise ValueError("`initial_position` has 0 chains; pass at least one (leading axis = chains)")
-    with_energy = model is not None and params is not None
-    if with_energy and not global_input:
-        _check_initial_energies(model, params, initial_position)
+    if from_state:
+        _check_kernel_state(algorithm, initial_position)
     recipe = recipe_of(algorithm)
     run = _compiled_run(
-        algorithm, recipe, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn
+        algorithm, recipe, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn, from_state
     )
     build_args = recipe.args if recipe is not None else None
     final, (states, energies, infos) = run(rng_key, initial_position, params if with_energy else None, build_args)
     return SampleResult(states, energies, infos, final)
 
 
+def _is_kernel_state(position) -> bool:
+    """A kernel state (``SampleResult.final_state``: a NamedTuple with a ``position``), not a dict of positions."""
+    # the class, not the instance: a lattice state's ``position`` is a property that unpacks the whole state
+    return isinstance(position, tuple) and hasattr(type(position), "_fields") and hasattr(type(position), "position")
+
+
+_STATE_CHECKS: dict = {}  # (init target, state structure and avals) -> None, when a check passed
+
+
+def _check_kernel_state(algorithm, state) -> None:
+    """``state`` must be what ``algorithm``'s ``init`` makes of its own position (same structure, shapes, dtypes)."""
+    recipe = recipe_of(algorithm)
+    got = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), state)
+    leaves, treedef = jax.tree.flatten(got)
+    key = (recipe.key if recipe is not None else algorithm.init, treedef, tuple((x.shape, x.dtype) for x in leaves))
+    try:
+        if key in _STATE_CHECKS:
+            return
+    except TypeError:  # an unhashable piece: check without remembering
+        key = None
+    try:
+        positions = jax.eval_shape(lambda s: s.position, state)
+        expected = jax.eval_shape(jax.vmap(algorithm.init), positions)
+    except Exception as err:  # noqa: BLE001 -- any failure means it is not this algorithm's state
+        raise TypeError(
+            f"`initial_position` is a {type(state).__name__} this algorithm cannot start from ({err}); pass "
+            "{name: array} positions or the final_state of a run of the same algorithm"
+        ) from err
+    if treedef != jax.tree.structure(expected) or leaves != jax.tree.leaves(expected):
+        raise TypeError(
+            f"`initial_position` is a {type(state).__name__} that does not match this algorithm's state "
+            f"({jax.tree.structure(expected)}); pass {{name: array}} positions or the final_state of a run of the "
+            "same algorithm"
+        )
+    if key is not None and len(_STATE_CHECKS) < 256:
+        _STATE_CHECKS[key] = None
+
+
+def _validate_start(model, params, position):
+    """Check the starting positions, then ``params`` and the starting energies; returns the positions.
+
+    Names, shapes and dtypes are checked on the host from the arrays' metadata and
+    the values (finite, in the domain) in one compiled pass that returns a count;
+    inputs that are not JAX arrays, and any failure, go through the host-side checks,
+    which raise the detailed errors.  Arrays already in the domain's dtype are
+    returned as they are (no copy).  The energies are evaluated only where the model
+    does not guarantee them finite (``model.finite_energy_on_domain(params)``).
+    """
+    variables = model.variables
+    on_device = isinstance(position, dict) and set(position) == set(variables)
+    on_device = on_device and all(
+        isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.number) and jnp.shape(x)[1:] == d.shape and x.ndim > 0
+        for x, d in ((position[n], d) for n, d in variables.items())
+    )
+    on_device = on_device and len({x.shape[0] for x in position.values()}) == 1
+    if not on_device or int(_value_check(model)(position)) > 0:
+        position = _validate_on_host(model, position)  # raises the detailed error for bad values
+    else:
+        position = {n: x if x.dtype == variables[n].dtype else x.astype(variables[n].dtype) for n, x in position.items()}
+    if params is not None:
+        model.validate_params(params)
+        known_finite = getattr(model, "finite_energy_on_domain", None)  # a built-in model's own guarantee
+        if not (callable(known_finite) and known_finite(params)):
+            _check_initial_energies(model, params, position)
+    return position
+
+
+def _value_check(model):
+    """The compiled ``check(position) -> number of non-finite or out-of-domain values`` (cached on the model)."""
+    check = model.__dict__.get("_start_value_check")
+    if check is None:
+
+        def count(position):
+            bad = jnp.int32(0)
+            for n, d in model.variables.items():
+                x = position[n]
+                if jnp.issubdtype(x.dtype, jnp.floating):
+                    bad += jnp.sum(~jnp.isfinite(x), dtype=jnp.int32)
+                bad += jnp.sum(~d.contains(x, xp=jnp), dtype=jnp.int32)
+            return bad
+
+        check = model.__dict__.setdefault("_start_value_check", jax.jit(count))
+    return check
+
+
+def _validate_on_host(model, position):
+    """The host-side checks (detailed errors); puts a chain-sharded input back where the caller placed it."""
+    shardings = (
+        {n: x.sharding for n, x in position.items() if isinstance(x, jax.Array) and len(x.devices()) > 1}
+        if isinstance(position, dict)
+        else {}
+    )
+    position = model.validate_state(position, batch_ndim=1, argname="initial_position")
+    return {n: jax.device_put(x, shardings[n]) if n in shardings else x for n, x in position.items()}
+
+
 def _check_initial_energies(model, params, position):
-    """Host-side, once per call: the chains must start where the energy is finite."""
+    """Host-side: the chains must start where the energy is finite."""
     energies = model.__dict__.setdefault("_jit_energies", jax.jit(model.energies))
     values = np.asarray(energies(params, position))
     bad = ~np.isfinite(values)
@@ -209,17 +299,17 @@ def _function_key(fn):
     return key
 
 
-def _compiled_run(algorithm, recipe, model, num_samples, num_warmup, thin, keep_states, trace_fn):
+def _compiled_run(algorithm, recipe, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state=False):
     target = ("recipe", recipe.key) if recipe is not None else (algorithm.init, algorithm.step)
     trace_key = None if trace_fn is None else _function_key(trace_fn)
-    key = (target, model, num_samples, num_warmup, thin, bool(keep_states), trace_key)
+    key = (target, model, num_samples, num_warmup, thin, bool(keep_states), trace_key, from_state)
     try:
         run = _RUN_CACHE.pop(key)
     except (KeyError, TypeError):  # TypeError: an unhashable piece; build without caching
         run = None
     if run is None:
         build = recipe.build if recipe is not None else (lambda _: algorithm)
-        run = _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn)
+        run = _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state)
     try:
         _RUN_CACHE[key] = run
         while len(_RUN_CACHE) > _RUN_CACHE_SIZE:
@@ -229,12 +319,13 @@ def _compiled_run(algorithm, recipe, model, num_samples, num_warmup, thin, keep_
     return run
 
 
-def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn):
+def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state=False):
     """The jitted ``run(rng_key, position, params, build_args)``.
 
     ``params`` only feeds the recorded energies; ``build(build_args)`` gives the
     algorithm (inside the trace, so the arguments may change between calls without
-    recompiling).
+    recompiling).  With ``from_state`` the ``position`` argument is already the
+    kernel states (a previous run's ``final_state``).
     """
     trace = trace_fn or (lambda state, info: info)
 
@@ -259,7 +350,7 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
     def run(rng_key, position, params, build_args):
         algorithm = build(build_args)
         num_chains = jnp.shape(jax.tree.leaves(position)[0])[0]
-        states = jax.vmap(algorithm.init)(position)
+        states = position if from_state else jax.vmap(algorithm.init)(position)
         step = jax.vmap(algorithm.step)
 
         def chain_keys(key, shape):

@@ -57,6 +57,7 @@ numbers: as easy as 1, 2, 3. SC '11.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -77,11 +78,14 @@ __all__ = [
     "build_sweep",
     "state_type",
     "count_changed",
+    "count_flags",
     "pair_and_total",
 ]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _LOW, _HIGH = 0, 8  # bit of the low / high site of a word (code relies on _LOW == 0)
+_FLAG = 1  # change flags sit _FLAG bits above the values (bits 1 and 9), see build_sweep(track_changes=True)
+_VALUES = np.uint16((1 << _LOW) | (1 << _HIGH))
 
 
 def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -227,8 +231,16 @@ def _lookup(table: jax.Array, index: jax.Array) -> jax.Array:
     return out
 
 
-def _update_colour(layout: LatticeLayout, q: jax.Array, colour: int | jax.Array, k1, k2, counter, table) -> jax.Array:
-    """New words of ``colour`` (0 or 1, an int or traced) given the other colour's words ``q`` (one chain, ``(h, w)``)."""
+def _update_colour(
+    layout: LatticeLayout, q: jax.Array, colour: int | jax.Array, k1, k2, counter, table, old=None, keep=None
+) -> jax.Array:
+    """New words of ``colour`` (0 or 1, an int or traced) given the other colour's words ``q`` (one chain, ``(h, w)``).
+
+    With ``old`` (this colour's words before the update) the new words also carry
+    change flags (see :func:`build_sweep`): a site's flag is set when its new value
+    differs from its value at the start of the step, read from ``old``'s value and,
+    where ``keep`` (``0x0101`` or 0, uint16) keeps it, ``old``'s flag.
+    """
     h, w = q.shape
     periodic = layout.periodic
     even = colour == 0  # low site reads q[i, j - 1] and high site q[i, j + 1]; the reverse for colour 1
@@ -259,16 +271,28 @@ def _update_colour(layout: LatticeLayout, q: jax.Array, colour: int | jax.Array,
     u_low, u_high = threefry2x32(k1, k2, jnp.broadcast_to(counter, (h, w)), site)
     up_low = (u_low < _lookup(table, i_low)).astype(jnp.uint16)
     up_high = (u_high < _lookup(table, i_high)).astype(jnp.uint16)
-    return up_low | (up_high << _HIGH)  # _LOW == 0
+    new = up_low | (up_high << _HIGH)  # _LOW == 0
+    if old is None:
+        return new
+    start = old if keep is None else old ^ ((old >> _FLAG) & keep)  # the values at the start of the step
+    return new | (((new ^ start) & _VALUES) << _FLAG)
 
 
-def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = False):
+def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = False, track_changes: bool = False):
     """``sweep(rng_key, even, odd, table) -> (even, odd)``: ``num_sweeps`` checkerboard sweeps of one chain.
 
     ``even``, ``odd`` are the colours' ``(h, w)`` uint16 words (:meth:`LatticeLayout.pack`),
     ``table`` the thresholds of :meth:`LatticeLayout.thresholds`.  Colour 0 (``r + c``
     even) is updated first, colour 1 first with ``reverse=True``.  Vectorise over
     chains with ``jax.vmap``.
+
+    ``track_changes=True``: the returned words also carry a change flag per site, one
+    bit above its value (bits 1 and 9), set when the site's value differs from its
+    value in the words passed in; :func:`count_flags` counts them.  The update
+    computes the flag in the same loop as the new value (it reads the colour's old
+    words at the same index), so counting the changed sites of a step costs one
+    pass over the new words and no copy of the old ones.  Every reader of the words
+    masks the value bits, so flagged words are valid states; input flags are ignored.
     """
     if layout.height % 2 or layout.width % 2:
         raise ValueError(f"the four-sub-lattice sweep needs an even height and width, got {layout.height}x{layout.width}")
@@ -280,11 +304,14 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
         def one(i, words):
             # words = (colour ``first``, the other colour); half-sweep t = 2 i + (0 or 1) uses counter t.
             # The colours are static, so each update reads only the shifted words it needs; the
-            # barriers keep each colour's words written once (see "Program structure").
+            # barriers keep each colour's words written once (see "Program structure").  Change
+            # flags: the first sweep compares with the input values, later ones keep the flags.
+            keep = None if isinstance(i, int) else jnp.where(i == 0, jnp.uint16(0), _VALUES)
             i = jnp.asarray(i, jnp.uint32)
             a, b = words
-            a = jax.lax.optimization_barrier(_update_colour(layout, b, first, k1, k2, 2 * i, table))
-            b = jax.lax.optimization_barrier(_update_colour(layout, a, 1 - first, k1, k2, 2 * i + 1, table))
+            old_a, old_b = (a, b) if track_changes else (None, None)
+            a = jax.lax.optimization_barrier(_update_colour(layout, b, first, k1, k2, 2 * i, table, old_a, keep))
+            b = jax.lax.optimization_barrier(_update_colour(layout, a, 1 - first, k1, k2, 2 * i + 1, table, old_b, keep))
             return a, b
 
         start = (even, odd) if first == 0 else (odd, even)
@@ -297,17 +324,17 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
 def _byte_sum(words: jax.Array, most: int) -> jax.Array:
     """Sum of both bytes of every ``uint16`` word over the last two axes (int32), each byte at most ``most``.
 
-    The words are added in ``uint16`` over blocks of at most ``255 // most`` without
-    carries between the bytes (SWAR); only the block sums are widened.
+    The flattened words are cut into ``k <= 16`` equal contiguous pieces that are
+    added in ``uint16`` without carries between the bytes (SWAR; ``k most <= 255``):
+    a reduction over a short outer axis, which XLA fuses with the words' producer
+    and vectorises along the pieces, writing ``1/k`` of the words; only those sums
+    are widened and reduced.  (Over more than 16 pieces the reduction is rewritten
+    into a windowed one that first writes its whole input out again.)
     """
     lead = words.shape[:-2]
-    flat = words.reshape(lead + (-1,))
-    size, limit = flat.shape[-1], 255 // most
-    block = next((b for b in range(min(limit, size), limit // 4, -1) if size % b == 0), limit)
-    pad = (-size) % block
-    if pad:
-        flat = jnp.concatenate([flat, jnp.zeros(lead + (pad,), flat.dtype)], axis=-1)
-    sums = jnp.sum(flat.reshape(lead + (-1, block)), axis=-1, dtype=jnp.uint16)  # each byte <= 255: no carry
+    size = words.shape[-2] * words.shape[-1]
+    pieces = max(d for d in range(1, min(255 // most, 16, size) + 1) if size % d == 0)
+    sums = jnp.sum(words.reshape(lead + (pieces, size // pieces)), axis=-2, dtype=jnp.uint16)  # bytes <= 255
     return jnp.sum((sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32), axis=-1)
 
 
@@ -320,6 +347,11 @@ def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Ar
     """
     mask = jnp.uint16((1 << _LOW) | (1 << _HIGH))
     return _byte_sum(((old[0] ^ new[0]) & mask) + ((old[1] ^ new[1]) & mask), 2)
+
+
+def count_flags(even: jax.Array, odd: jax.Array) -> jax.Array:
+    """Number of change flags set in words of ``build_sweep(..., track_changes=True)`` (int32; reduces the last 2 axes)."""
+    return _byte_sum(((even >> _FLAG) & _VALUES) + ((odd >> _FLAG) & _VALUES), 2)
 
 
 def pair_and_total(layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -376,7 +408,13 @@ class LatticeGibbsState(NamedTuple):
     @property
     def position(self) -> dict:
         layout = type(self).layout
-        return {layout.name: layout.unpack(self.even, self.odd)}
+        return {layout.name: _compiled_unpack(layout)(self.even, self.odd)}
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_unpack(layout: LatticeLayout) -> Callable:
+    """``layout.unpack`` compiled: read outside ``jit``, the state is unpacked without full-size temporaries."""
+    return jax.jit(layout.unpack)
 
 
 _STATE_TYPES: dict[LatticeLayout, type] = {}

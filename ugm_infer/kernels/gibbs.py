@@ -129,13 +129,13 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
     variables = model.variables
     if scan == "block":
         model = resolve_structure(model, params)
-        generic = _block_sweep(model, reverse)
-        pairwise_sweep = _pairwise_sweep(model, reverse)
-        if pairwise_sweep is None:
-            return generic
+        built: list = []  # (generic, pairwise) sweeps, built at the first call: the lattice path never calls them
 
         def sweep(rng_key, position, logdensity_fn):
-            if pairwise_sweep.applies(logdensity_fn):
+            if not built:
+                built.append((_block_sweep(model, reverse), _pairwise_sweep(model, reverse)))
+            generic, pairwise_sweep = built[0]
+            if pairwise_sweep is not None and pairwise_sweep.applies(logdensity_fn):
                 return pairwise_sweep(rng_key, position, logdensity_fn)
             return generic(rng_key, position, logdensity_fn)
 
@@ -279,7 +279,7 @@ def build_kernel(
 
     def run_lattice(rng_key, layout, words, logdensity_fn):
         if layout not in lattice_sweeps:
-            lattice_sweeps[layout] = checkerboard.build_sweep(layout, num_sweeps, reverse)
+            lattice_sweeps[layout] = checkerboard.build_sweep(layout, num_sweeps, reverse, track_changes=True)
         table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
         return lattice_sweeps[layout](rng_key, *words, table)
 
@@ -287,18 +287,19 @@ def build_kernel(
         if isinstance(state, checkerboard.LatticeGibbsState):
             layout = type(state).layout
             same = isinstance(logdensity_fn, checkerboard.LatticeLogDensity) and logdensity_fn.layout(layout.dtype) == layout
-            if scan == "block" and same:
+            if scan == "block" and same:  # the words carry change flags: counted without the old words
                 words = run_lattice(rng_key, layout, tuple(state), logdensity_fn)
-            else:  # another target or scan order: the generic sweep of the unpacked position
-                words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])
+                return type(state)(*words), GibbsInfo(checkerboard.count_flags(*words))
+            # another target or scan order: the generic sweep of the unpacked position
+            words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])
             return type(state)(*words), GibbsInfo(checkerboard.count_changed(tuple(state), words))
         start = state.position
         layout = _lattice_layout(start, logdensity_fn) if scan == "block" else None
         if layout is not None:  # a plain state under a lattice density: sweep in the lattice layout
             words = run_lattice(rng_key, layout, layout.pack(start[layout.name]), logdensity_fn)
             position = {layout.name: layout.unpack(*words)}
-        else:
-            position = run(rng_key, start, logdensity_fn)
+            return GibbsState(position), GibbsInfo(checkerboard.count_flags(*words))
+        position = run(rng_key, start, logdensity_fn)
         return GibbsState(position), GibbsInfo(_updates.count_changed(start, position))
 
     return kernel

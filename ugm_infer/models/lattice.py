@@ -158,6 +158,21 @@ class LatticeIsing(EnergyModel):
     def _check_params(self, params: Any) -> None:
         check_params(self.name, params, {"J": (), "h": ()}, ["()", "()"])
 
+    def finite_energy_on_domain(self, params: Any) -> bool:
+        """True when every state in the domain has a finite energy at ``params`` (concrete, finite ``J``, ``h``).
+
+        ``|E| <= |J| bonds + |h| sites``; ``ui.sample`` then skips evaluating the
+        energies of its starting states.  False for a replaced energy function.
+        """
+        if self.energy_fn is not self._energy:
+            return False
+        try:
+            J, h = (float(np.max(np.abs(np.asarray(params[k], np.float64)))) for k in ("J", "h"))
+        except (TypeError, KeyError, jax.errors.ConcretizationTypeError):
+            return False
+        sites = self.height * self.width
+        return bool(np.isfinite(J) and np.isfinite(h) and (J * 2 * sites + h * sites) < 1e30)
+
     def energy_of_words(self, params: Any, layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> jax.Array | None:
         """:meth:`energy` of states stored as four-sub-lattice words (any leading axes), or ``None``.
 
