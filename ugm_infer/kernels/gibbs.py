@@ -132,8 +132,9 @@ def build_sweep(model, scan: str = "block", params: Any = None, reverse: bool = 
         built: list = []  # (generic, pairwise) sweeps, built at the first call: the lattice path never calls them
 
         def sweep(rng_key, position, logdensity_fn):
-            if not built:
-                built.append((_block_sweep(model, reverse), _pairwise_sweep(model, reverse)))
+            if not built:  # possibly inside a trace: the set-up's arrays must be constants, not tracers
+                with jax.ensure_compile_time_eval():
+                    built.append((_block_sweep(model, reverse), _pairwise_sweep(model, reverse)))
             generic, pairwise_sweep = built[0]
             if pairwise_sweep is not None and pairwise_sweep.applies(logdensity_fn):
                 return pairwise_sweep(rng_key, position, logdensity_fn)
