@@ -33,7 +33,9 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
 Reported per case: nanoseconds per spin update (median), spin updates per second,
 the paired ratio ``t_hand / t_ugm`` against the faster hand-written sweep (median of
 the per-repeat ratios; above 1 means ugm_infer is faster), for ``ugm_infer`` and for
-``ugm_continue``, and the first-call latency (trace + compile + one run) of each
+``ugm_continue``, the same ratio in CPU time of the process (``time.process_time``,
+all threads; on a machine shared with other jobs it does not count the time spent
+waiting for a core) against ``hand_packed``, and the first-call latency (trace + compile + one run) of each
 contender.  Compilation is excluded from the timed repeats.  The machine's load
 average is recorded before and after the run and after each case.
 
@@ -142,18 +144,21 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
     num_sweeps = int(max(1, min(2000, round(target_s * rate / spins))))
     runs = contenders(size, chains, num_sweeps, which)
     times = {name: [] for name in runs}
+    cpu = {name: [] for name in runs}  # CPU time of the process (all threads): less sensitive to other jobs
     for r in range(repeats):
         for name, (run, _) in runs.items():
             key = jax.random.key(r + 1)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             jax.block_until_ready(run(key))
             times[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
     updates = spins * num_sweeps
     row = {"size": size, "chains": chains, "num_sweeps": num_sweeps}
     for name, t in times.items():
         t = np.asarray(t)
         row[name] = {
             "times_s": t.tolist(),
+            "cpu_times_s": cpu[name],
             "ns_per_spin_update_median": float(np.median(t) / updates * 1e9),
             "spin_updates_per_s_median": float(updates / np.median(t)),
             "first_call_s": runs[name][1],
@@ -172,8 +177,21 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
         }
         for n in hands:
             row[f"ratio_{n}_over_ugm{suffix}_median"] = float(np.median(np.asarray(times[n]) / u))
+        if "hand_packed" in cpu:  # the same ratio in CPU time, against the packed sweep
+            paired_cpu = np.asarray(cpu["hand_packed"]) / np.asarray(cpu[ugm])
+            row[f"cpu_ratio_hand_packed_over_ugm{suffix}"] = {
+                "median": float(np.median(paired_cpu)),
+                "min": float(paired_cpu.min()),
+                "max": float(paired_cpu.max()),
+            }
     if "ugm_infer" in times and "ugm_no_trace" in times:
         cost = np.asarray(times["ugm_infer"]) / np.asarray(times["ugm_no_trace"])
+        cost_cpu = np.asarray(cpu["ugm_infer"]) / np.asarray(cpu["ugm_no_trace"])
+        row["cpu_ratio_ugm_over_no_trace"] = {
+            "median": float(np.median(cost_cpu)),
+            "min": float(cost_cpu.min()),
+            "max": float(cost_cpu.max()),
+        }
         row["ratio_ugm_over_no_trace"] = {
             "median": float(np.median(cost)),
             "min": float(cost.min()),
@@ -229,10 +247,10 @@ def main(argv=None):
     print()
     print(
         "| L | chains | sweeps / call | ugm_infer ns / spin update | continuing ns | hand packed ns | hand sub-lattice ns "
-        "| **best hand / ugm** (paired median, min-max) | **best hand / continuing** | first call ugm / hand packed (s) "
-        "| load |"
+        "| **best hand / ugm** (paired median, min-max) | **best hand / continuing** | CPU time: hand packed / ugm "
+        "| CPU time: hand packed / continuing | first call ugm / hand packed (s) | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
 
         def ns(name):
@@ -250,14 +268,15 @@ def main(argv=None):
         print(
             f"| {row['size']} | {row['chains']} | {row['num_sweeps']} | {ns('ugm_infer')} | {ns('ugm_continue')} | "
             f"{ns('hand_packed')} | {ns('hand_subl')} | {ratio('ratio_best_hand_over_ugm')} | "
-            f"{ratio('ratio_best_hand_over_ugm_continue')} | {first} | {row['load_average_after'][0]:.1f} |"
+            f"{ratio('ratio_best_hand_over_ugm_continue')} | {ratio('cpu_ratio_hand_packed_over_ugm')} | "
+            f"{ratio('cpu_ratio_hand_packed_over_ugm_continue')} | {first} | {row['load_average_after'][0]:.1f} |"
         )
     for row in rows:
         if "ratio_ugm_over_no_trace" in row:
-            r = row["ratio_ugm_over_no_trace"]
+            r, c = row["ratio_ugm_over_no_trace"], row["cpu_ratio_ugm_over_no_trace"]
             print(
                 f"L={row['size']} chains={row['chains']}: default trace / no trace = **{r['median']:.3f}** "
-                f"({r['min']:.2f}-{r['max']:.2f})"
+                f"({r['min']:.2f}-{r['max']:.2f}); CPU time {c['median']:.3f} ({c['min']:.2f}-{c['max']:.2f})"
             )
     for row in rows:
         if "ratio_user_over_ugm" in row:
