@@ -41,7 +41,7 @@ SIGNATURES = {
     ),
     "psmc": (
         HEAD,
-        {**TAIL, "ess_threshold": 0.9, "reinit_fraction": 0.5, "max_bridges": 100, "resampling": "systematic"},
+        {**TAIL, "ess_threshold": 0.9, "reinit_fraction": 0.5, "max_bridges": 1000, "resampling": "systematic"},
     ),
     "smc_learner": (
         HEAD,
