@@ -1,6 +1,6 @@
 """``ui.fit`` against the fastest hand-written JAX loops and scikit-learn, timed alternately in one run.
 
-Three parts, each timing its contenders one after another, repeat after repeat (the
+Four parts, each timing its contenders one after another, repeat after repeat (the
 first call of every contender compiles and is not timed; every timed figure is the
 wall time of the whole call):
 
@@ -24,6 +24,18 @@ wall time of the whole call):
     scikit-learn seconds (1 or 2 threads, that repeat) / ui.fit seconds`` (target >= 2),
     as the median over repeats of the paired ratio and as the ratio of the fastest runs
     (the least disturbed on a shared machine).
+``tiny``
+    The driver's own costs, where the compute per update is tiny (as it is on a fast
+    GPU for the MNIST part): the same PCD-1 learner on an RBM 64-8, 5,000 random binary
+    examples (density 0.3), minibatches of 100, 100 chains, for 1 and for 10 epochs (50
+    and 500 updates), ``eval_fn=None`` (the MNIST RBM has no automatic evaluation):
+
+    * ``ui.fit`` with the data as :class:`ugm_infer.PackedBits` and as ``uint8``;
+    * ``learner.step`` in a hand-written ``lax.scan`` (no driver);
+    * the plain-JAX PCD loop of the MNIST part (a scan over the epochs around it).
+
+    Ratios: ``plain JAX / ui.fit`` and ``ui.fit / learner.step scan`` (the driver), and
+    the paired difference ``ui.fit - learner.step scan`` in milliseconds per call.
 ``dense``
     The dense 16-unit Boltzmann machine for 200 epochs on 500 examples drawn from a
     random model (batch 100, so 1,000 updates), and where its time goes:
@@ -124,18 +136,17 @@ def rbm_init(seed: int, nv: int, nh: int) -> dict:
     }
 
 
-def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int):
+def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int = 1):
     """The fastest PCD-1 epoch we can write: one scan over the minibatches of a permutation.
 
     Five matrix products per update, as in scikit-learn: the chains carry their hidden
     probabilities ``p(h | v)`` from the previous update, so a Gibbs step is ``h ~ p(h)``,
     ``v ~ p(v | h)``, ``p(h | v)`` (two products), plus the data's ``p(h | v)`` and the
-    two outer products of the gradient.
+    two outer products of the gradient.  ``epochs > 1``: a scan over the epochs around it.
     """
     steps = num_examples // batch
 
-    @jax.jit
-    def epoch(params, ph_chains, data, key):
+    def one_epoch(params, ph_chains, data, key):
         key_perm, key_steps = jax.random.split(key)
         perm = jax.random.permutation(key_perm, num_examples)
 
@@ -155,7 +166,17 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int):
         (params, ph_chains), _ = jax.lax.scan(body, (params, ph_chains), jnp.arange(steps))
         return params, ph_chains
 
-    return epoch
+    if epochs == 1:
+        return jax.jit(one_epoch)
+
+    @jax.jit
+    def run(params, ph_chains, data, key):
+        def epoch(carry, e):
+            return one_epoch(*carry, data, jax.random.fold_in(key, e)), None
+
+        return jax.lax.scan(epoch, (params, ph_chains), jnp.arange(epochs))[0]
+
+    return run
 
 
 def part_mnist(args) -> dict:
@@ -218,6 +239,64 @@ def part_mnist(args) -> dict:
         "ui_fit_timing": res.history["timing"],
         "load_average": [load_before, os.getloadavg()],
     }
+
+
+# ----------------------------------------------------------------------------------
+# tiny RBM: the driver's own costs
+# ----------------------------------------------------------------------------------
+def part_tiny(args) -> dict:
+    nv, nh, batch, n = 64, 8, 100, args.tiny_examples
+    u8 = (np.random.default_rng(0).random((n, nv)) < 0.3).astype(np.uint8)
+    packed = ui.PackedBits(np.packbits(u8, axis=1), nv)
+    model = ui.models.rbm(nv, nh)
+    learner = ui.learn.pcd(model, optax.sgd(LR), num_particles=batch, visible="v")
+    params = rbm_init(0, nv, nh)
+    key = jax.random.key(0)
+    data_dev = jax.device_put(u8.astype(np.float32))
+    state0 = learner.init(jax.random.key(1), params)
+    chains0 = jnp.full((batch, nh), 0.5, jnp.float32)
+    jax_params = (params["W"], params["b"], params["c"])
+    contenders, pairs = {}, {}
+    for epochs in args.tiny_epochs:
+
+        def ui_fit(data, epochs=epochs):
+            return lambda: quiet_fit(learner, key, data, params=params, num_epochs=epochs, batch_size=batch,
+                                     progress=False, eval_fn=None).params  # fmt: skip
+
+        step_scan = epoch_scan(lambda st, rows, k: learner.step(k, st, {"v": rows})[0], n, batch, epochs)
+        plain = plain_jax_pcd_epoch(n, batch, batch, epochs)
+        names = [f"{what}, {epochs} epoch{'s' if epochs > 1 else ''}" for what in TINY_CONTENDERS]
+        contenders.update(zip(names, [
+            ui_fit(packed),
+            ui_fit(u8),
+            lambda step_scan=step_scan: step_scan(state0, data_dev, key).params,
+            lambda plain=plain: plain(jax_params, chains0, data_dev, key),
+        ], strict=True))  # fmt: skip
+        pairs[epochs] = names
+    load_before = os.getloadavg()
+    times = alternate(contenders, args.repeats)
+    ratios, overhead, timing = {}, {}, {}
+    for epochs, (fit_packed, fit_u8, scan, plain) in pairs.items():
+        tag = f"{epochs} epoch{'s' if epochs > 1 else ''}"
+        ratios[f"plain JAX / ui.fit packed, {tag}"] = ratio(times[plain], times[fit_packed])
+        ratios[f"driver (ui.fit packed / learner.step scan), {tag}"] = ratio(times[fit_packed], times[scan])
+        ratios[f"driver (ui.fit uint8 / learner.step scan), {tag}"] = ratio(times[fit_u8], times[scan])
+        overhead[tag] = stats((np.asarray(times[fit_packed]) - np.asarray(times[scan])) * 1e3)
+        res = quiet_fit(learner, key, packed, params=params, num_epochs=epochs, batch_size=batch, progress=False,
+                        eval_fn=None)  # fmt: skip
+        timing[tag] = res.history["timing"]
+    return {
+        "examples": n,
+        "steps_per_epoch": n // batch,
+        "seconds": {k: stats(v) for k, v in times.items()},
+        "ratios": ratios,
+        "ui.fit packed minus learner.step scan (ms per call)": overhead,
+        "ui_fit_timing": timing,
+        "load_average": [load_before, os.getloadavg()],
+    }
+
+
+TINY_CONTENDERS = ("ui.fit packed bits", "ui.fit uint8", "learner.step in lax.scan", "plain JAX")
 
 
 # ----------------------------------------------------------------------------------
@@ -363,7 +442,7 @@ def part_checkpoint(args) -> dict:
 def print_table(name: str, part: dict) -> None:
     print(f"\n== {name} (load average {part['load_average'][0][0]:.2f} -> {part['load_average'][1][0]:.2f})")
     for k, v in part["seconds"].items():
-        print(f"  {k:<34s} median {v['median']:8.3f} s   (min {v['min']:.3f}, max {v['max']:.3f})")
+        print(f"  {k:<38s} median {v['median']:8.4f} s   (min {v['min']:.4f}, max {v['max']:.4f})")
     for k, v in part.get("ratios", {}).items():
         print(
             f"  {k:<58s} paired median {v['median']:5.2f} (min {v['min']:.2f}, max {v['max']:.2f}); "
@@ -372,7 +451,7 @@ def print_table(name: str, part: dict) -> None:
     for k, v in part.items():
         if k not in ("seconds", "ratios", "load_average", "all", "finished") and not isinstance(v, dict | list):
             print(f"  {k}: {v}")
-        elif k.startswith(("checkpoint_every", "ui_fit_timing", "default cadence")):
+        elif k.startswith(("checkpoint_every", "ui_fit_timing", "default cadence", "ui.fit packed minus")):
             print(f"  {k}: {json.dumps(_drop_all(v), default=float)}")
 
 
@@ -386,7 +465,7 @@ def _drop_all(v):
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and 2 repeats")
-    parser.add_argument("--parts", default="mnist,dense,checkpoint")
+    parser.add_argument("--parts", default="mnist,tiny,dense,checkpoint")
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--data", default=DATA)
     parser.add_argument("--out")
@@ -395,8 +474,10 @@ def main(argv=None) -> None:
     a.mnist_examples = 500 if a.quick else 50000
     a.dense_epochs = 10 if a.quick else 200
     a.checkpoint_epochs = 4 if a.quick else 50
+    a.tiny_examples = 1000 if a.quick else 5000
+    a.tiny_epochs = (1, 2) if a.quick else (1, 10)
     out = Path(a.out or f"benchmarks/results/bench_fit{'_quick' if a.quick else ''}.json")
-    parts = {"mnist": part_mnist, "dense": part_dense, "checkpoint": part_checkpoint}
+    parts = {"mnist": part_mnist, "tiny": part_tiny, "dense": part_dense, "checkpoint": part_checkpoint}
     # parts run separately are merged into one file; each part records its own command and time
     results = json.loads(out.read_text()) if out.exists() else {}
     results["machine"] = {
