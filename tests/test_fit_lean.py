@@ -16,7 +16,7 @@ import pytest
 from test_fit import DATA, NOISY, ZERO_PARAMS, _assert_same_state, mini_learner
 
 import ugm_infer as ui
-from ugm_infer.fit import EVAL_BUDGET, PackedBits, _chunk, _driver, fit
+from ugm_infer.fit import EVAL_BUDGET, PackedBits, _chunk, _driver, fit, load_checkpoint
 from ugm_infer.fit._arguments import check_optimizer
 from ugm_infer.fit._chunk import block_size
 from ugm_infer.fit._evaluation import EvalSchedule
@@ -171,6 +171,20 @@ def test_init_reads_the_data_only_if_it_wants_them(monkeypatch):
     np.testing.assert_array_equal(seen["s"], DATA["s"])
     assert seen["s"].dtype == np.float32 and len(seen["leaves"]) == 1
     np.testing.assert_array_equal(seen["leaves"][0], DATA["s"])
+
+
+def test_step_info_false_records_no_step_info(tmp_path):
+    kw = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, eval_fn=None)
+    full = fit(NOISY, jax.random.key(5), DATA, **kw)
+    lean = fit(NOISY, jax.random.key(5), DATA, step_info=False, checkpoint_dir=tmp_path, **kw)
+    assert set(lean.history["steps"]) == {"step", "epoch_index"} and set(full.history["steps"]) > {"grad_norm"}
+    np.testing.assert_array_equal(lean.history["steps"]["step"], np.arange(1, 13))
+    assert set(lean.history["epochs"]) == {"epoch", "step", "wall_time"}
+    for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(lean.state), strict=True):  # another program:
+        np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64), rtol=1e-6, atol=1e-6)
+    assert load_checkpoint(tmp_path)["meta"]["step_info"] is False
+    with pytest.raises(ValueError, match="`step_info` must be True or False"):
+        fit(NOISY, jax.random.key(5), DATA, step_info="no", **kw)
 
 
 def test_the_learning_rate_probe_runs_once_per_learner_and_shapes():

@@ -63,6 +63,7 @@ class ChunkSpec(NamedTuple):
     index_key: str | None
     stop_on_nonfinite: bool
     block: int  # steps of a block (see block_size); 1: no block loops
+    step_info: bool  # False: no info recorded (and none computed)
 
 
 class ChunkOut(NamedTuple):
@@ -145,6 +146,9 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
     decoders = dict(spec.decoders)
     scan_blocks = block > 1 and not spec.stop_on_nonfinite
 
+    def summary_of(info):
+        return summarize_info(info) if spec.step_info else {}
+
     def batch_of(data, perm, s):
         if spec.shuffle:
             idx = jax.lax.dynamic_slice(perm, (s * size,), (size,))
@@ -160,7 +164,7 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
     def run(state, data, key_train, start, count):
         end = start + count
         batch_like = jax.eval_shape(lambda d: batch_of(d, jnp.arange(spec.num_examples, dtype=jnp.int32), 0), data)
-        info_like = jax.eval_shape(lambda s, b: summarize_info(learner.step(key_train, s, b)[1]), state, batch_like)
+        info_like = jax.eval_shape(lambda s, b: summary_of(learner.step(key_train, s, b)[1]), state, batch_like)
         buffer = {k: jnp.zeros((spec.chunk_len,), v.dtype) for k, v in info_like.items()}
 
         def epoch_body(carry):
@@ -172,7 +176,7 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
             def one_step(state, g):
                 s = g - first
                 new_state, info = learner.step(jax.random.fold_in(key_steps, s), state, batch_of(data, perm, s))
-                return new_state, summarize_info(info)
+                return new_state, summary_of(info)
 
             def single_steps(carry, until):  # steps g .. until-1, one per iteration
                 def step_body(carry):
