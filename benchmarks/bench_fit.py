@@ -71,6 +71,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -134,6 +135,10 @@ def quiet_fit(*args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ui.fit(*args, **kwargs)
+
+
+# the step_info=False contenders need a ui.fit that has it (earlier versions are timed without them)
+HAS_STEP_INFO = "step_info" in inspect.signature(ui.fit).parameters
 
 
 # ----------------------------------------------------------------------------------
@@ -228,7 +233,7 @@ def part_mnist(args) -> dict:
         "ui.fit packed bits": ui_fit(ui.PackedBits(packed, nv)),
         "ui.fit uint8": ui_fit(u8),
         "ui.fit float32": ui_fit(f32),
-        "ui.fit packed, step_info=False": ui_fit(ui.PackedBits(packed, nv), step_info=False),
+        **({"ui.fit packed, step_info=False": ui_fit(ui.PackedBits(packed, nv), step_info=False)} if HAS_STEP_INFO else {}),
         "learner.step in lax.scan": lambda: step_scan(state0, data_dev, key).params,
         "plain JAX": lambda: epoch(jax_params, chains0, data_dev, key),
     }
@@ -238,23 +243,23 @@ def part_mnist(args) -> dict:
     times = alternate(contenders, args.repeats)
     res = quiet_fit(learner, key, ui.PackedBits(packed, nv), params=params, num_epochs=1, batch_size=batch, progress=False)
     t_ui = np.asarray(times["ui.fit packed bits"])
+    t_scan = times["learner.step in lax.scan"]
     ratios = {"plain JAX / ui.fit (target >= 0.9)": ratio(times["plain JAX"], t_ui)}
     if not args.no_sklearn:
         t_sk = np.minimum(times["scikit-learn 1 thread"], times["scikit-learn 2 threads"])
         ratios["best scikit-learn / ui.fit (target >= 2)"] = ratio(t_sk, t_ui)
+    ratios["ui.fit float32 / ui.fit packed"] = ratio(times["ui.fit float32"], t_ui)
+    ratios["step (learner.step scan / plain JAX)"] = ratio(t_scan, times["plain JAX"])
+    ratios["driver (ui.fit packed / learner.step scan)"] = ratio(t_ui, t_scan)
+    if HAS_STEP_INFO:
+        ratios["driver (ui.fit step_info=False / learner.step scan)"] = ratio(
+            times["ui.fit packed, step_info=False"], t_scan
+        )
     return {
         "examples": n,
         "steps": n // batch,
         "seconds": {k: stats(v) for k, v in times.items()},
-        "ratios": {
-            **ratios,
-            "ui.fit float32 / ui.fit packed": ratio(times["ui.fit float32"], t_ui),
-            "step (learner.step scan / plain JAX)": ratio(times["learner.step in lax.scan"], times["plain JAX"]),
-            "driver (ui.fit packed / learner.step scan)": ratio(t_ui, times["learner.step in lax.scan"]),
-            "driver (ui.fit step_info=False / learner.step scan)": ratio(
-                times["ui.fit packed, step_info=False"], times["learner.step in lax.scan"]
-            ),
-        },
+        "ratios": ratios,
         "ui_fit_timing": res.history["timing"],
         "load_average": [load_before, os.getloadavg()],
     }
@@ -288,11 +293,12 @@ def part_tiny(args) -> dict:
         contenders.update(zip(names, [
             ui_fit(packed),
             ui_fit(u8),
-            ui_fit(packed, step_info=False),
+            ui_fit(packed, step_info=False) if HAS_STEP_INFO else None,
             lambda step_scan=step_scan: step_scan(state0, data_dev, key).params,
             lambda plain=plain: plain(jax_params, chains0, data_dev, key),
         ], strict=True))  # fmt: skip
         pairs[epochs] = names
+    contenders = {k: v for k, v in contenders.items() if v is not None}
     load_before = os.getloadavg()
     cpu: dict[str, list[float]] = {}
     times = alternate(contenders, args.repeats, cpu)
@@ -302,7 +308,8 @@ def part_tiny(args) -> dict:
         ratios[f"plain JAX / ui.fit packed, {tag}"] = ratio(times[plain], times[fit_packed])
         ratios[f"driver (ui.fit packed / learner.step scan), {tag}"] = ratio(times[fit_packed], times[scan])
         ratios[f"driver (ui.fit uint8 / learner.step scan), {tag}"] = ratio(times[fit_u8], times[scan])
-        ratios[f"driver (ui.fit step_info=False / learner.step scan), {tag}"] = ratio(times[fit_lean], times[scan])
+        if HAS_STEP_INFO:
+            ratios[f"driver (ui.fit step_info=False / learner.step scan), {tag}"] = ratio(times[fit_lean], times[scan])
         ratios[f"driver in CPU seconds (ui.fit packed / learner.step scan), {tag}"] = ratio(cpu[fit_packed], cpu[scan])
         overhead[tag] = stats((np.asarray(times[fit_packed]) - np.asarray(times[scan])) * 1e3)
         overhead[f"{tag}, CPU"] = stats((np.asarray(cpu[fit_packed]) - np.asarray(cpu[scan])) * 1e3)
