@@ -553,10 +553,10 @@ def fit(
     step_info
         ``True`` (default): record the learner's info of every step in
         ``history["steps"]`` (and its epoch means in ``history["epochs"]``).  ``False``:
-        record none, and the compiled step leaves out what only the info needs (e.g.
-        the norm of the ascent direction, about 8% of a PCD update of an RBM 784-500
-        on a CPU).  Another compiled program: results may differ from ``True`` in the
-        last bits.
+        record none, and the compiled step leaves out what only the info needs (for
+        a PCD update of an RBM 784-500 on a CPU about 10-15% of its time, most of it
+        the norm of the ascent direction).  Another compiled program: results may
+        differ from ``True`` in the last bits.
 
     Returns
     -------
