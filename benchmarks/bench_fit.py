@@ -1,6 +1,6 @@
 """``ui.fit`` against the fastest hand-written JAX loops and scikit-learn, timed alternately in one run.
 
-Three parts, each timing its contenders one after another, repeat after repeat (the
+Four parts, each timing its contenders one after another, repeat after repeat (the
 first call of every contender compiles and is not timed; every timed figure is the
 wall time of the whole call):
 
@@ -10,7 +10,7 @@ wall time of the whole call):
 
     * ``ui.fit(ui.learn.pcd(...))`` with the data as :class:`ugm_infer.PackedBits`
       (the file's own format), as ``uint8`` and as ``float32`` (the call includes
-      checking and copying the data);
+      checking and copying the data), and packed with ``step_info=False``;
     * ``learner.step`` of the same learner in a hand-written ``lax.scan`` (no driver);
     * a plain-JAX PCD loop: ``jit`` + ``lax.scan`` over the minibatches of a
       permutation, data on the device (float32), one uniform per sampled unit, five
@@ -24,6 +24,22 @@ wall time of the whole call):
     scikit-learn seconds (1 or 2 threads, that repeat) / ui.fit seconds`` (target >= 2),
     as the median over repeats of the paired ratio and as the ratio of the fastest runs
     (the least disturbed on a shared machine).
+``tiny``
+    The driver's own costs, where the compute per update is tiny (as it is on a fast
+    GPU for the MNIST part): the same PCD-1 learner on an RBM 64-8, 5,000 random binary
+    examples (density 0.3), minibatches of 100, 100 chains, for 1 and for 10 epochs (50
+    and 500 updates), ``eval_fn=None`` (the MNIST RBM has no automatic evaluation):
+
+    * ``ui.fit`` with the data as :class:`ugm_infer.PackedBits` and as ``uint8``, and
+      packed with ``step_info=False`` (no per-step info computed or recorded);
+    * ``learner.step`` in a hand-written ``lax.scan`` (no driver; the info it returns is
+      unused, so the compiler drops it);
+    * the plain-JAX PCD loop of the MNIST part (a scan over the epochs around it).
+
+    Ratios: ``plain JAX / ui.fit`` and ``ui.fit / learner.step scan`` (the driver), and
+    the paired difference ``ui.fit - learner.step scan`` in milliseconds per call, of the
+    wall time and of the process CPU time (all threads; on a busy machine the CPU time
+    of a call is inflated less than its wall time).
 ``dense``
     The dense 16-unit Boltzmann machine for 200 epochs on 500 examples drawn from a
     random model (batch 100, so 1,000 updates), and where its time goes:
@@ -49,11 +65,13 @@ Run::
 
     python benchmarks/bench_fit.py            # all parts, 5 repeats
     python benchmarks/bench_fit.py --quick    # smaller sizes, 2 repeats (CI smoke run)
+    python benchmarks/bench_fit.py --parts mnist,tiny --no-sklearn   # without scikit-learn (a GPU run)
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -83,15 +101,22 @@ def timed(fn) -> tuple[float, object]:
     return time.perf_counter() - t, out
 
 
-def alternate(contenders: dict, repeats: int) -> dict[str, list[float]]:
-    """Warm every contender up once, then time them in turn, ``repeats`` rounds."""
+def alternate(contenders: dict, repeats: int, cpu: dict | None = None) -> dict[str, list[float]]:
+    """Warm every contender up once, then time them in turn, ``repeats`` rounds.
+
+    With ``cpu`` (a dict), the process CPU seconds of every timed call (all threads) go
+    into ``cpu[name]``: the work done, which a busy machine inflates less than the wall time.
+    """
     for fn in contenders.values():
         fn()
     times: dict[str, list[float]] = {k: [] for k in contenders}
     for r in range(repeats):
         order = list(contenders) if r % 2 == 0 else list(reversed(contenders))
         for name in order:
+            c = time.process_time()
             times[name].append(timed(contenders[name])[0])
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - c)
     return times
 
 
@@ -112,6 +137,10 @@ def quiet_fit(*args, **kwargs):
         return ui.fit(*args, **kwargs)
 
 
+# the step_info=False contenders need a ui.fit that has it (earlier versions are timed without them)
+HAS_STEP_INFO = "step_info" in inspect.signature(ui.fit).parameters
+
+
 # ----------------------------------------------------------------------------------
 # MNIST: RBM 784-500, one PCD-1 epoch
 # ----------------------------------------------------------------------------------
@@ -124,18 +153,17 @@ def rbm_init(seed: int, nv: int, nh: int) -> dict:
     }
 
 
-def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int):
+def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int = 1):
     """The fastest PCD-1 epoch we can write: one scan over the minibatches of a permutation.
 
     Five matrix products per update, as in scikit-learn: the chains carry their hidden
     probabilities ``p(h | v)`` from the previous update, so a Gibbs step is ``h ~ p(h)``,
     ``v ~ p(v | h)``, ``p(h | v)`` (two products), plus the data's ``p(h | v)`` and the
-    two outer products of the gradient.
+    two outer products of the gradient.  ``epochs > 1``: a scan over the epochs around it.
     """
     steps = num_examples // batch
 
-    @jax.jit
-    def epoch(params, ph_chains, data, key):
+    def one_epoch(params, ph_chains, data, key):
         key_perm, key_steps = jax.random.split(key)
         perm = jax.random.permutation(key_perm, num_examples)
 
@@ -155,13 +183,20 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int):
         (params, ph_chains), _ = jax.lax.scan(body, (params, ph_chains), jnp.arange(steps))
         return params, ph_chains
 
-    return epoch
+    if epochs == 1:
+        return jax.jit(one_epoch)
+
+    @jax.jit
+    def run(params, ph_chains, data, key):
+        def epoch(carry, e):
+            return one_epoch(*carry, data, jax.random.fold_in(key, e)), None
+
+        return jax.lax.scan(epoch, (params, ph_chains), jnp.arange(epochs))[0]
+
+    return run
 
 
 def part_mnist(args) -> dict:
-    from sklearn.neural_network import BernoulliRBM
-    from threadpoolctl import threadpool_limits
-
     d = np.load(args.data)
     n = args.mnist_examples
     packed = d["train"][:n]
@@ -173,8 +208,9 @@ def part_mnist(args) -> dict:
     params = rbm_init(0, nv, nh)
     key = jax.random.key(0)
 
-    def ui_fit(data):
-        return lambda: quiet_fit(learner, key, data, params=params, num_epochs=1, batch_size=batch, progress=False).params
+    def ui_fit(data, **kw):
+        return lambda: quiet_fit(learner, key, data, params=params, num_epochs=1, batch_size=batch, progress=False,
+                                 **kw).params  # fmt: skip
 
     epoch = plain_jax_pcd_epoch(n, batch, batch)
     data_dev = jax.device_put(f32)
@@ -182,6 +218,9 @@ def part_mnist(args) -> dict:
     jax_params = (params["W"], params["b"], params["c"])
 
     def sklearn(threads):
+        from sklearn.neural_network import BernoulliRBM
+        from threadpoolctl import threadpool_limits
+
         def run():
             with threadpool_limits(limits=threads, user_api="blas"):
                 return BernoulliRBM(n_components=nh, batch_size=batch, learning_rate=LR, n_iter=1, random_state=0).fit(f32)
@@ -194,30 +233,108 @@ def part_mnist(args) -> dict:
         "ui.fit packed bits": ui_fit(ui.PackedBits(packed, nv)),
         "ui.fit uint8": ui_fit(u8),
         "ui.fit float32": ui_fit(f32),
+        **({"ui.fit packed, step_info=False": ui_fit(ui.PackedBits(packed, nv), step_info=False)} if HAS_STEP_INFO else {}),
         "learner.step in lax.scan": lambda: step_scan(state0, data_dev, key).params,
         "plain JAX": lambda: epoch(jax_params, chains0, data_dev, key),
-        "scikit-learn 1 thread": sklearn(1),
-        "scikit-learn 2 threads": sklearn(2),
     }
+    if not args.no_sklearn:
+        contenders.update({"scikit-learn 1 thread": sklearn(1), "scikit-learn 2 threads": sklearn(2)})
     load_before = os.getloadavg()
     times = alternate(contenders, args.repeats)
     res = quiet_fit(learner, key, ui.PackedBits(packed, nv), params=params, num_epochs=1, batch_size=batch, progress=False)
     t_ui = np.asarray(times["ui.fit packed bits"])
-    t_sk = np.minimum(times["scikit-learn 1 thread"], times["scikit-learn 2 threads"])
+    t_scan = times["learner.step in lax.scan"]
+    ratios = {"plain JAX / ui.fit (target >= 0.9)": ratio(times["plain JAX"], t_ui)}
+    if not args.no_sklearn:
+        t_sk = np.minimum(times["scikit-learn 1 thread"], times["scikit-learn 2 threads"])
+        ratios["best scikit-learn / ui.fit (target >= 2)"] = ratio(t_sk, t_ui)
+    ratios["ui.fit float32 / ui.fit packed"] = ratio(times["ui.fit float32"], t_ui)
+    ratios["step (learner.step scan / plain JAX)"] = ratio(t_scan, times["plain JAX"])
+    ratios["driver (ui.fit packed / learner.step scan)"] = ratio(t_ui, t_scan)
+    if HAS_STEP_INFO:
+        ratios["driver (ui.fit step_info=False / learner.step scan)"] = ratio(
+            times["ui.fit packed, step_info=False"], t_scan
+        )
     return {
         "examples": n,
         "steps": n // batch,
         "seconds": {k: stats(v) for k, v in times.items()},
-        "ratios": {
-            "plain JAX / ui.fit (target >= 0.9)": ratio(times["plain JAX"], t_ui),
-            "best scikit-learn / ui.fit (target >= 2)": ratio(t_sk, t_ui),
-            "ui.fit float32 / ui.fit packed": ratio(times["ui.fit float32"], t_ui),
-            "step (learner.step scan / plain JAX)": ratio(times["learner.step in lax.scan"], times["plain JAX"]),
-            "driver (ui.fit packed / learner.step scan)": ratio(t_ui, times["learner.step in lax.scan"]),
-        },
+        "ratios": ratios,
         "ui_fit_timing": res.history["timing"],
         "load_average": [load_before, os.getloadavg()],
     }
+
+
+# ----------------------------------------------------------------------------------
+# tiny RBM: the driver's own costs
+# ----------------------------------------------------------------------------------
+def part_tiny(args) -> dict:
+    nv, nh, batch, n = 64, 8, 100, args.tiny_examples
+    u8 = (np.random.default_rng(0).random((n, nv)) < 0.3).astype(np.uint8)
+    packed = ui.PackedBits(np.packbits(u8, axis=1), nv)
+    model = ui.models.rbm(nv, nh)
+    learner = ui.learn.pcd(model, optax.sgd(LR), num_particles=batch, visible="v")
+    params = rbm_init(0, nv, nh)
+    key = jax.random.key(0)
+    data_dev = jax.device_put(u8.astype(np.float32))
+    state0 = learner.init(jax.random.key(1), params)
+    chains0 = jnp.full((batch, nh), 0.5, jnp.float32)
+    jax_params = (params["W"], params["b"], params["c"])
+    contenders, pairs = {}, {}
+    for epochs in args.tiny_epochs:
+
+        def ui_fit(data, epochs=epochs, **kw):
+            return lambda: quiet_fit(learner, key, data, params=params, num_epochs=epochs, batch_size=batch,
+                                     progress=False, eval_fn=None, **kw).params  # fmt: skip
+
+        step_scan = epoch_scan(lambda st, rows, k: learner.step(k, st, {"v": rows})[0], n, batch, epochs)
+        plain = plain_jax_pcd_epoch(n, batch, batch, epochs)
+        names = [f"{what}, {epochs} epoch{'s' if epochs > 1 else ''}" for what in TINY_CONTENDERS]
+        contenders.update(zip(names, [
+            ui_fit(packed),
+            ui_fit(u8),
+            ui_fit(packed, step_info=False) if HAS_STEP_INFO else None,
+            lambda step_scan=step_scan: step_scan(state0, data_dev, key).params,
+            lambda plain=plain: plain(jax_params, chains0, data_dev, key),
+        ], strict=True))  # fmt: skip
+        pairs[epochs] = names
+    contenders = {k: v for k, v in contenders.items() if v is not None}
+    load_before = os.getloadavg()
+    cpu: dict[str, list[float]] = {}
+    times = alternate(contenders, args.repeats, cpu)
+    ratios, overhead, timing = {}, {}, {}
+    for epochs, (fit_packed, fit_u8, fit_lean, scan, plain) in pairs.items():
+        tag = f"{epochs} epoch{'s' if epochs > 1 else ''}"
+        ratios[f"plain JAX / ui.fit packed, {tag}"] = ratio(times[plain], times[fit_packed])
+        ratios[f"driver (ui.fit packed / learner.step scan), {tag}"] = ratio(times[fit_packed], times[scan])
+        ratios[f"driver (ui.fit uint8 / learner.step scan), {tag}"] = ratio(times[fit_u8], times[scan])
+        if HAS_STEP_INFO:
+            ratios[f"driver (ui.fit step_info=False / learner.step scan), {tag}"] = ratio(times[fit_lean], times[scan])
+        ratios[f"driver in CPU seconds (ui.fit packed / learner.step scan), {tag}"] = ratio(cpu[fit_packed], cpu[scan])
+        overhead[tag] = stats((np.asarray(times[fit_packed]) - np.asarray(times[scan])) * 1e3)
+        overhead[f"{tag}, CPU"] = stats((np.asarray(cpu[fit_packed]) - np.asarray(cpu[scan])) * 1e3)
+        res = quiet_fit(learner, key, packed, params=params, num_epochs=epochs, batch_size=batch, progress=False,
+                        eval_fn=None)  # fmt: skip
+        timing[tag] = res.history["timing"]
+    return {
+        "examples": n,
+        "steps_per_epoch": n // batch,
+        "seconds": {k: stats(v) for k, v in times.items()},
+        "cpu_seconds": {k: stats(v) for k, v in cpu.items()},
+        "ratios": ratios,
+        "ui.fit packed minus learner.step scan (ms per call)": overhead,
+        "ui_fit_timing": timing,
+        "load_average": [load_before, os.getloadavg()],
+    }
+
+
+TINY_CONTENDERS = (
+    "ui.fit packed bits",
+    "ui.fit uint8",
+    "ui.fit packed, step_info=False",
+    "learner.step in lax.scan",
+    "plain JAX",
+)
 
 
 # ----------------------------------------------------------------------------------
@@ -363,16 +480,16 @@ def part_checkpoint(args) -> dict:
 def print_table(name: str, part: dict) -> None:
     print(f"\n== {name} (load average {part['load_average'][0][0]:.2f} -> {part['load_average'][1][0]:.2f})")
     for k, v in part["seconds"].items():
-        print(f"  {k:<34s} median {v['median']:8.3f} s   (min {v['min']:.3f}, max {v['max']:.3f})")
+        print(f"  {k:<42s} median {v['median']:8.4f} s   (min {v['min']:.4f}, max {v['max']:.4f})")
     for k, v in part.get("ratios", {}).items():
         print(
-            f"  {k:<58s} paired median {v['median']:5.2f} (min {v['min']:.2f}, max {v['max']:.2f}); "
+            f"  {k:<66s} paired median {v['median']:5.2f} (min {v['min']:.2f}, max {v['max']:.2f}); "
             f"fastest runs {v['fastest']:.2f}"
         )
     for k, v in part.items():
         if k not in ("seconds", "ratios", "load_average", "all", "finished") and not isinstance(v, dict | list):
             print(f"  {k}: {v}")
-        elif k.startswith(("checkpoint_every", "ui_fit_timing", "default cadence")):
+        elif k.startswith(("checkpoint_every", "ui_fit_timing", "default cadence", "ui.fit packed minus")):
             print(f"  {k}: {json.dumps(_drop_all(v), default=float)}")
 
 
@@ -386,17 +503,20 @@ def _drop_all(v):
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and 2 repeats")
-    parser.add_argument("--parts", default="mnist,dense,checkpoint")
+    parser.add_argument("--parts", default="mnist,tiny,dense,checkpoint")
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--data", default=DATA)
+    parser.add_argument("--no-sklearn", action="store_true", help="mnist part without the scikit-learn contenders")
     parser.add_argument("--out")
     a = parser.parse_args(argv)
     a.repeats = a.repeats or (2 if a.quick else 5)
     a.mnist_examples = 500 if a.quick else 50000
     a.dense_epochs = 10 if a.quick else 200
     a.checkpoint_epochs = 4 if a.quick else 50
+    a.tiny_examples = 1000 if a.quick else 5000
+    a.tiny_epochs = (1, 2) if a.quick else (1, 10)
     out = Path(a.out or f"benchmarks/results/bench_fit{'_quick' if a.quick else ''}.json")
-    parts = {"mnist": part_mnist, "dense": part_dense, "checkpoint": part_checkpoint}
+    parts = {"mnist": part_mnist, "tiny": part_tiny, "dense": part_dense, "checkpoint": part_checkpoint}
     # parts run separately are merged into one file; each part records its own command and time
     results = json.loads(out.read_text()) if out.exists() else {}
     results["machine"] = {

@@ -11,14 +11,19 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from test_fit import DATA, NOISY, ZERO_PARAMS, _assert_same_state, mini_learner
 
 import ugm_infer as ui
-from ugm_infer.fit import EVAL_BUDGET, PackedBits, fit
+from ugm_infer.fit import EVAL_BUDGET, PackedBits, _chunk, _driver, fit, load_checkpoint
+from ugm_infer.fit._arguments import check_optimizer
+from ugm_infer.fit._chunk import block_size
 from ugm_infer.fit._evaluation import EvalSchedule
+from ugm_infer.learn.base import CheckedData
 
 KW = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, eval_fn=None)
+MODEL_RBM = ui.models.rbm(6, 2)
 
 
 def _spin_bits(s: np.ndarray) -> PackedBits:
@@ -75,6 +80,9 @@ def _bias_step(rng_key, state, batch):  # a running sum of the batches: any deco
         (lambda: {"s": np.full((40, 4), 0.5)}, "outside the domain"),
         (lambda: {"s": np.zeros((40, 4), np.int8)}, "outside the domain"),  # 0 is not a spin
         (lambda: {"s": np.full((40, 4), np.inf)}, "NaN or inf"),
+        (lambda: {"s": np.where(np.arange(160).reshape(40, 4) == 77, np.nan, 1.0)}, "NaN or inf"),
+        (lambda: {"s": np.full((40, 4), 255.0)}, "outside the domain"),  # 255 is -1 as int8, not as a float
+        (lambda: {"s": np.full((40, 4), 255, np.int64)}, "outside the domain"),  # ... nor as an int64
     ],
 )
 def test_bad_compact_data_is_rejected(bad, match):
@@ -113,6 +121,84 @@ def test_where_chunks_stop_does_not_change_the_run(tmp_path):
         for name in ("grad_norm", "flipped"):
             np.testing.assert_array_equal(one.history["steps"][name], other.history["steps"][name])
     np.testing.assert_array_equal(one.history["epochs"]["grad_norm_mean"], odd.history["epochs"]["grad_norm_mean"])
+
+
+def test_block_size_is_the_largest_divisor_that_fits_a_chunk():
+    assert [block_size(spe, 1000) for spe in (4, 500, 499, 1000, 5000, 1001)] == [4, 500, 499, 1000, 1000, 143]
+    assert block_size(4, 3) == 2 and block_size(7, 3) == 1 and block_size(1, 1000) == 1
+
+
+def test_a_repeated_fit_runs_whole_blocks_in_one_chunk(monkeypatch):
+    # 20 steps per epoch (one block), 2 epochs; chunks end where the callbacks see them
+    monkeypatch.setattr(_driver, "CHUNK_SECONDS", 1e6)  # the chunk length never depends on measured times here
+    learner = mini_learner(lr=0.1, noise=0.3)
+    data = {"s": np.concatenate([DATA["s"]] * 5)}
+    kw = dict(params=ZERO_PARAMS, num_epochs=2, batch_size=10, progress=False, eval_fn=None)
+    ends = []
+    first = fit(learner, jax.random.key(3), data, callbacks=[lambda p: ends.append(p.step)], **kw)
+    assert ends == [16, 40]  # the step time is unknown: a short first chunk (its block runs step by step)
+    ends.clear()
+    again = fit(learner, jax.random.key(3), data, callbacks=[lambda p: ends.append(p.step)], **kw)
+    assert ends == [40]  # the step time measured by the first fit: both epochs in one chunk, as whole blocks
+    _assert_same_state(first.state, again.state)
+    np.testing.assert_array_equal(first.history["steps"]["grad_norm"], again.history["steps"]["grad_norm"])
+    # a chunk cut by the time budget ends at the end of a block: 25 steps' worth ends after the first epoch
+    for per_spec in _chunk._CHUNK_CACHE[learner.step].values():
+        per_spec.seconds_per_step = 1e6 / 25
+    ends.clear()
+    fit(learner, jax.random.key(3), data, callbacks=[lambda p: ends.append(p.step)], **kw)
+    assert ends == [20, 40]
+
+
+def test_init_reads_the_data_only_if_it_wants_them(monkeypatch):
+    decoded = []
+    real = _driver.decode_all
+    monkeypatch.setattr(_driver, "decode_all", lambda dec, x: decoded.append(x.shape) or real(dec, x))
+    seen = {}
+
+    def reading_init(rng_key, params, data=None):
+        seen["type"] = type(data)
+        seen["leaves"] = [np.asarray(x) for x in jax.tree.leaves(data)]  # a pytree: flattening decodes
+        seen["s"] = np.asarray(data["s"])
+        return _SumState(params, jnp.zeros(11, jnp.float32))
+
+    kw = dict(params=ZERO_PARAMS, num_epochs=1, batch_size=10, progress=False, eval_fn=None)
+    fit(NOISY, jax.random.key(0), {"s": _spin_bits(DATA["s"])}, **kw)  # its init ignores the data
+    assert decoded == []
+    learner = NOISY._replace(init=reading_init, step=lambda k, st, b: (st, {}))
+    fit(learner, jax.random.key(0), {"s": _spin_bits(DATA["s"])}, **kw)
+    assert decoded == [(40, 1)] and seen["type"] is CheckedData  # decoded once, from the packed bytes
+    np.testing.assert_array_equal(seen["s"], DATA["s"])
+    assert seen["s"].dtype == np.float32 and len(seen["leaves"]) == 1
+    np.testing.assert_array_equal(seen["leaves"][0], DATA["s"])
+
+
+def test_step_info_false_records_no_step_info(tmp_path):
+    kw = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, eval_fn=None)
+    full = fit(NOISY, jax.random.key(5), DATA, **kw)
+    lean = fit(NOISY, jax.random.key(5), DATA, step_info=False, checkpoint_dir=tmp_path, **kw)
+    assert set(lean.history["steps"]) == {"step", "epoch_index"} and set(full.history["steps"]) > {"grad_norm"}
+    np.testing.assert_array_equal(lean.history["steps"]["step"], np.arange(1, 13))
+    assert set(lean.history["epochs"]) == {"epoch", "step", "wall_time"}
+    for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(lean.state), strict=True):  # another program:
+        np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64), rtol=1e-6, atol=1e-6)
+    assert load_checkpoint(tmp_path)["meta"]["step_info"] is False
+    with pytest.raises(ValueError, match="`step_info` must be True or False"):
+        fit(NOISY, jax.random.key(5), DATA, step_info="no", **kw)
+
+
+def test_the_learning_rate_probe_runs_once_per_learner_and_shapes():
+    updates = []
+    sgd = optax.sgd(0.1)
+    counted = optax.GradientTransformation(sgd.init, lambda *a, **k: updates.append(1) or sgd.update(*a, **k))
+    learner = ui.learn.pcd(MODEL_RBM, optimizer=counted, num_particles=10, visible="v")
+    params = MODEL_RBM.init_params(jax.random.key(0))
+    check_optimizer(learner, params)
+    assert len(updates) == 1
+    check_optimizer(learner, params)  # remembered
+    assert len(updates) == 1
+    check_optimizer(learner, {**params, "c": jnp.zeros(3)})  # other shapes: probed again
+    assert len(updates) == 2
 
 
 # ----------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ class Domain:
     def random(self, rng_key: jax.Array, batch_shape: tuple[int, ...] = ()) -> jax.Array:
         """Uniformly random values of shape ``batch_shape + self.shape``."""
         index = jax.random.randint(rng_key, tuple(batch_shape) + self.shape, 0, self.num_states)
-        return self.from_index(index)
+        # what from_index does, as one compiled gather (eager NumPy-style indexing costs about 1 ms on the host)
+        return jnp.take(jnp.asarray(self.values, dtype=self.dtype), index, axis=0, mode="clip")
 
     def contains(self, value: np.ndarray, xp: Any = np) -> np.ndarray:
         """Elementwise: is ``value`` one of the allowed values (host numpy, or ``xp=jax.numpy`` inside ``jit``).

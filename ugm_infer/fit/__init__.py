@@ -15,12 +15,17 @@ A learner (see :mod:`ugm_infer.learn`) is a pair of pure functions
   user function, on a cadence that keeps it within 10% of the training time by default
   (:mod:`ugm_infer.fit._evaluation`);
 * **start or resume** -- the learner's initial state, or the state of the checkpoint
-  in ``checkpoint_dir`` after checking that it belongs to this run;
+  in ``checkpoint_dir`` after checking that it belongs to this run.  ``learner.init``
+  gets the data as a :class:`~ugm_infer.learn.base.CheckedData`, decoded on the device
+  only if the learner reads it;
 * **run chunks** -- one compiled program runs any number of steps, across epochs,
-  without returning to the host (:mod:`ugm_infer.fit._chunk`); it is cached per
-  learner, so fitting the same learner again on data of the same shapes does not
-  recompile.  After every chunk the parameters and the learner's reported numbers are
-  checked for NaN/inf (:class:`FitDiverged`);
+  without returning to the host (:mod:`ugm_infer.fit._chunk`); whole blocks of an
+  epoch's steps run in a loop of known length (no host round trip between steps on a
+  GPU).  The program is compiled ahead of time and cached per learner, so fitting the
+  same learner again on data of the same shapes neither traces nor compiles, and its
+  first chunk is sized from the step time the earlier fit measured.  After every chunk
+  the parameters and the learner's reported numbers are checked for NaN/inf
+  (:class:`FitDiverged`);
 * **checkpoint** -- every ``checkpoint_every`` steps or, by default, every 30 s of
   training, at the end and on Ctrl-C (:class:`FitInterrupted`); resuming reproduces
   the uninterrupted run *bit for bit* (:mod:`ugm_infer.fit._checkpoint`);

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -101,17 +102,37 @@ def learner_optimizer(learner: Any) -> Any:
     return opt if hasattr(opt, "init") and hasattr(opt, "update") else None
 
 
+# learner.step -> {id(optimizer): (optimizer, {parameter signatures whose probe passed})}
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def check_optimizer(learner: Any, params: Any) -> None:
     """Reject an optimizer whose learning rate is NaN, infinite or negative, when a probe can tell.
 
     The probe is one update from zero parameters with unit gradients (one eager optax
     call): a NaN/inf update means a NaN/inf learning rate, an update that moves every
     parameter *up* the gradient means a negative one.  Optimizers that cannot be
-    probed this way (extra arguments, schedules that start at zero, ...) pass.
+    probed this way (extra arguments, schedules that start at zero, ...) pass.  A probe
+    depends only on the optimizer and the parameters' shapes and dtypes, so one that
+    passed is not repeated for the same learner.
     """
     optimizer = learner_optimizer(learner)
     if optimizer is None:
         return
+    leaves, treedef = jax.tree.flatten(params)
+    signature = (treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
+    try:
+        per_step = _PROBED.setdefault(learner.step, {})
+    except TypeError:  # not weak-referenceable: probe every time
+        per_step = {}
+    passed = per_step.setdefault(id(optimizer), (optimizer, set()))[1]
+    if signature in passed:
+        return
+    _probe_optimizer(optimizer, params)
+    passed.add(signature)
+
+
+def _probe_optimizer(optimizer: Any, params: Any) -> None:
     try:
         zeros = jax.tree.map(jnp.zeros_like, params)
         ones = jax.tree.map(jnp.ones_like, params)

@@ -1,10 +1,16 @@
 """The compiled training chunk of :func:`ugm_infer.fit`: many learner steps per call, no host round trip.
 
-A chunk runs global steps ``start, ..., start + count - 1`` as two nested
-:func:`jax.lax.while_loop` s, over the epochs the chunk touches and over the steps of
-each epoch, so ``count`` is a run-time value: every chunk (one step or several epochs)
-runs the same executable, which is what makes results independent of where chunks
-start and stop (evaluations, checkpoints, interruptions, resumption).
+A chunk runs global steps ``start, ..., start + count - 1``, with ``count`` a run-time
+value, so every chunk (one step or several epochs) runs the same executable.  A
+:func:`jax.lax.while_loop` goes over the epochs the chunk touches; an epoch's steps
+are cut into *blocks* of ``block`` steps (the largest divisor of the steps per epoch
+that fits in a chunk, so an epoch is a whole number of blocks and often one).  A
+block the chunk covers whole runs as a :func:`jax.lax.scan`, a loop whose length the
+compiler knows: on a GPU its steps are queued back to back, where every iteration of
+a while loop first copies its condition to the host and waits for it.  The steps of a
+block the chunk covers in part run one per while-loop iteration.  Both loops run the
+same step on the same inputs, so the results do not depend on where chunks start and
+stop (evaluations, checkpoints, interruptions, resumption).
 
 Randomness (unchanged since the first checkpoint format): with ``key_train`` the
 third key of ``split(rng_key, 3)``, epoch ``e`` uses ``fold_in(key_train, e)``, split
@@ -14,24 +20,39 @@ into ``key_perm`` (the epoch's permutation of the examples) and ``key_steps``; t
 Each step's info is reduced on the device to one number per field (the mean over
 per-particle or per-chain axes; booleans as fractions) and written into a buffer of
 ``chunk_len`` entries, so a chunk returns a few kilobytes whatever the learner reports.
+
+The chunk is compiled ahead of time for the shapes of its arguments and cached per
+learner step, :class:`ChunkSpec` and argument shapes, so a repeated fit neither
+traces nor compiles again.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ugm_infer.fit._data import Decoder
 from ugm_infer.fit._result import path_name
 
-__all__ = ["ChunkSpec", "batch_index_key", "compiled_chunk", "epoch_keys", "nonfinite_leaves", "summarize_info"]
+__all__ = [
+    "ChunkSpec",
+    "CompiledChunk",
+    "batch_index_key",
+    "block_size",
+    "compiled_chunk",
+    "epoch_keys",
+    "nonfinite_leaves",
+    "summarize_info",
+]
 
 
 class ChunkSpec(NamedTuple):
-    """Static configuration of a compiled chunk (with the learner's step, the cache key)."""
+    """Static configuration of a compiled chunk (with the learner's step and the argument shapes, the cache key)."""
 
     num_examples: int
     batch_size: int
@@ -41,6 +62,8 @@ class ChunkSpec(NamedTuple):
     decoders: tuple[tuple[str, Decoder], ...]
     index_key: str | None
     stop_on_nonfinite: bool
+    block: int  # steps of a block (see block_size); 1: no block loops
+    step_info: bool  # False: no info recorded (and none computed)
 
 
 class ChunkOut(NamedTuple):
@@ -112,10 +135,19 @@ def nonfinite_leaves(tree: Any) -> list[str]:
     return names
 
 
+def block_size(steps_per_epoch: int, chunk_len: int) -> int:
+    """The steps of a block: the largest divisor of ``steps_per_epoch`` that is at most ``chunk_len``."""
+    return max(d for d in range(1, min(steps_per_epoch, chunk_len) + 1) if steps_per_epoch % d == 0)
+
+
 def _make_chunk(learner: Any, spec: ChunkSpec):
     """``run(state, data, key_train, start, count) -> ChunkOut`` (see the module docstring)."""
-    spe, size = spec.steps_per_epoch, spec.batch_size
+    spe, size, block = spec.steps_per_epoch, spec.batch_size, spec.block
     decoders = dict(spec.decoders)
+    scan_blocks = block > 1 and not spec.stop_on_nonfinite
+
+    def summary_of(info):
+        return summarize_info(info) if spec.step_info else {}
 
     def batch_of(data, perm, s):
         if spec.shuffle:
@@ -132,29 +164,49 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
     def run(state, data, key_train, start, count):
         end = start + count
         batch_like = jax.eval_shape(lambda d: batch_of(d, jnp.arange(spec.num_examples, dtype=jnp.int32), 0), data)
-        info_like = jax.eval_shape(lambda s, b: summarize_info(learner.step(key_train, s, b)[1]), state, batch_like)
+        info_like = jax.eval_shape(lambda s, b: summary_of(learner.step(key_train, s, b)[1]), state, batch_like)
         buffer = {k: jnp.zeros((spec.chunk_len,), v.dtype) for k, v in info_like.items()}
 
         def epoch_body(carry):
-            state, g, buffer, ok = carry
-            epoch = g // spe
+            epoch = carry[1] // spe
             key_perm, key_steps = epoch_keys(key_train, epoch)
             perm = jax.random.permutation(key_perm, spec.num_examples).astype(jnp.int32) if spec.shuffle else None
-            stop = jnp.minimum(end, (epoch + 1) * spe)
+            first, stop = epoch * spe, jnp.minimum(end, (epoch + 1) * spe)
 
-            def step_body(carry):
-                state, g, buffer, ok = carry
-                s = g - epoch * spe
+            def one_step(state, g):
+                s = g - first
                 new_state, info = learner.step(jax.random.fold_in(key_steps, s), state, batch_of(data, perm, s))
-                summary = summarize_info(info)
-                buffer = {k: buffer[k].at[g - start].set(summary[k]) for k in buffer}
-                if not spec.stop_on_nonfinite:
-                    return new_state, g + 1, buffer, ok
-                good = _all_finite(new_state.params) & _all_finite(summary)
-                new_state = jax.tree.map(lambda a, b: jax.lax.select(good, a, b), new_state, state)
-                return new_state, jnp.where(good, g + 1, g), buffer, good
+                return new_state, summary_of(info)
 
-            return jax.lax.while_loop(lambda c: (c[1] < stop) & c[3], step_body, (state, g, buffer, ok))
+            def single_steps(carry, until):  # steps g .. until-1, one per iteration
+                def step_body(carry):
+                    state, g, buffer, ok = carry
+                    new_state, summary = one_step(state, g)
+                    buffer = {k: buffer[k].at[g - start].set(summary[k]) for k in buffer}
+                    if not spec.stop_on_nonfinite:
+                        return new_state, g + 1, buffer, ok
+                    good = _all_finite(new_state.params) & _all_finite(summary)
+                    new_state = jax.tree.map(lambda a, b: jax.lax.select(good, a, b), new_state, state)
+                    return new_state, jnp.where(good, g + 1, g), buffer, good
+
+                return jax.lax.while_loop(lambda c: (c[1] < until) & c[3], step_body, carry)
+
+            if not scan_blocks:
+                return single_steps(carry, stop)
+
+            def whole_block(carry):  # steps g .. g+block-1 in a loop of known length
+                state, g, buffer, ok = carry
+                state, summaries = jax.lax.scan(one_step, state, g + jnp.arange(block, dtype=g.dtype))
+                buffer = {k: jax.lax.dynamic_update_slice(buffer[k], summaries[k], (g - start,)) for k in buffer}
+                return state, g + block, buffer, ok
+
+            def segment(carry):  # the rest of the block that holds step g, or all of it
+                g = carry[1]
+                block_end = (g // block + 1) * block
+                whole = (g % block == 0) & (stop >= block_end)
+                return jax.lax.cond(whole, whole_block, lambda c: single_steps(c, jnp.minimum(stop, block_end)), carry)
+
+            return jax.lax.while_loop(lambda c: (c[1] < stop) & c[3], segment, carry)
 
         state, g, buffer, ok = jax.lax.while_loop(
             lambda c: (c[1] < end) & c[3], epoch_body, (state, start, buffer, jnp.bool_(True))
@@ -169,17 +221,48 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
     return run
 
 
-# learner.step -> {ChunkSpec: jitted chunk}: repeated fits of the same learner on data
-# of the same shapes compile once (jit's own cache handles the argument shapes)
+def _signature(args: Any) -> tuple:
+    """The tree structure and every leaf's shape, dtype, weak type and placement (what a compiled program is
+    specialised to)."""
+    leaves, treedef = jax.tree.flatten(args)
+    return treedef, tuple(
+        (np.shape(x), x.dtype, bool(getattr(x, "weak_type", False)), getattr(x, "sharding", None)) for x in leaves
+    )
+
+
+class CompiledChunk:
+    """A compiled chunk, and the seconds per step last measured by a fit that ran it.
+
+    The step time sizes the first chunk of the next fit with the same program (until
+    a fit has measured it, a first chunk is short); results never depend on it.
+    """
+
+    __slots__ = ("run", "seconds_per_step")
+
+    def __init__(self, run: Callable):
+        self.run = run
+        self.seconds_per_step: float | None = None
+
+    def __call__(self, *args) -> ChunkOut:
+        return self.run(*args)
+
+
+# learner.step -> {(ChunkSpec, argument signature): CompiledChunk}: repeated fits of the
+# same learner on data of the same shapes compile once and skip jit's tracing and dispatch
 _CHUNK_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compiled_chunk(learner: Any, spec: ChunkSpec):
-    """The jitted chunk for ``learner`` and ``spec`` (built once per learner step and spec)."""
+def compiled_chunk(learner: Any, spec: ChunkSpec, args: tuple) -> CompiledChunk:
+    """The compiled chunk for ``learner``, ``spec`` and the shapes of ``args`` (compiled on first use).
+
+    ``args`` are ``(state, data, key_train, start, count)`` as the chunk will be called
+    with them (``start`` and ``count`` int32 scalars).
+    """
     try:
         per_learner = _CHUNK_CACHE.setdefault(learner.step, {})
     except TypeError:  # not weak-referenceable: no caching
         per_learner = {}
-    if spec not in per_learner:
-        per_learner[spec] = jax.jit(_make_chunk(learner, spec))
-    return per_learner[spec]
+    key = (spec, _signature(args))
+    if key not in per_learner:
+        per_learner[key] = CompiledChunk(jax.jit(_make_chunk(learner, spec)).lower(*args).compile())
+    return per_learner[key]

@@ -8,14 +8,17 @@ chunk, so float32 data, uint8 data and bit-packed data of the same values give
 bit-identical learner inputs and never expand to a float copy of the whole set on the
 host.
 
-Checking values costs a few passes over the raw array: ``min``/``max`` (which also
-catch NaN and inf), an exact cast to the code dtype for float input, and one
-comparison per *gap* in the domain's values (``0`` for spins).  Packed bits need no
-value check (every bit pattern is valid).
+Checking values costs a few passes: for input in another dtype than the codes (float
+input, wider integers), a cast to the code dtype and a comparison with the input (a
+NaN, an inf, a non-integer or a value out of the codes' range does not survive the
+round trip); then ``min``/``max`` of the small codes, and one comparison per *gap* in
+the domain's values (``0`` for spins).  Packed bits need no value check (every bit
+pattern is valid).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Mapping
@@ -27,12 +30,14 @@ import numpy as np
 
 from ugm_infer.domains import Domain
 
-__all__ = ["Dataset", "Decoder", "PackedBits", "fingerprint", "legacy_fingerprint", "validate_data"]
+__all__ = ["Dataset", "Decoder", "PackedBits", "decode_all", "fingerprint", "legacy_fingerprint", "validate_data"]
 
 # rows hashed by the fingerprint (evenly spaced, first and last included)
 FINGERPRINT_ROWS = 1024
 # a domain with more gaps than this between its smallest and largest value is checked with np.isin
 _MAX_GAPS = 8
+# values per slice of an exact cast (_exact_cast)
+_CAST_BLOCK = 1 << 20
 
 
 class PackedBits:
@@ -124,6 +129,12 @@ class Decoder(NamedTuple):
         return np.where(bits.astype(bool), np.asarray(self.hi, self.code_dtype), np.asarray(self.lo, self.code_dtype))
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def decode_all(decoder: Decoder, stored: jax.Array) -> jax.Array:
+    """Every stored row in the domain's dtype, in one compiled pass on the device."""
+    return decoder(stored)
+
+
 class Dataset(NamedTuple):
     """Validated data: compact host arrays, their decoders and the number of examples."""
 
@@ -134,10 +145,6 @@ class Dataset(NamedTuple):
     def host_codes(self) -> dict[str, np.ndarray]:
         """Every example as integer codes on the host (unpacks packed bits)."""
         return {n: self.decoders[n].host_codes(x) for n, x in self.stored.items()}
-
-    def device_codes(self, stored_on_device: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        """Every example as integer codes on the device, from the stored device arrays."""
-        return {n: self.decoders[n].codes(x) for n, x in stored_on_device.items()}
 
 
 # ----------------------------------------------------------------------------------
@@ -164,6 +171,21 @@ def _outside_message(argname: str, n: str, arr: np.ndarray, d: Domain) -> str:
     )
 
 
+def _exact_cast(arr: np.ndarray, dtype: Any) -> np.ndarray | None:
+    """``arr`` cast to ``dtype``, or ``None`` when a value does not survive the round trip (NaN, inf, a
+    non-integer, out of the dtype's range).  In slices of about ``_CAST_BLOCK`` values, which stay in cache."""
+    out = np.empty(arr.shape, dtype)
+    flat_in, flat_out = arr.reshape(arr.shape[0], -1), out.reshape(arr.shape[0], -1)
+    rows = max(1, _CAST_BLOCK // max(1, flat_in.shape[1]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for i in range(0, flat_in.shape[0], rows):
+            src, dst = flat_in[i : i + rows], flat_out[i : i + rows]
+            np.copyto(dst, src, casting="unsafe")
+            if not np.array_equal(dst, src):
+                return None
+    return out
+
+
 def _codes_of(arr: np.ndarray, d: Domain, argname: str, n: str) -> np.ndarray:
     """Checked integer codes of a raw array (a few passes, no float temporaries)."""
     values = d.values
@@ -176,15 +198,16 @@ def _codes_of(arr: np.ndarray, d: Domain, argname: str, n: str) -> np.ndarray:
     if arr.dtype == bool:
         arr = arr.view(np.uint8)
     code_dtype = _code_dtype(values)
-    lo, hi = arr.min(), arr.max()
-    if np.issubdtype(arr.dtype, np.floating) and not (np.isfinite(lo) and np.isfinite(hi)):
-        raise ValueError(f"`{argname}['{n}']` contains NaN or inf")
+    codes = arr
+    if arr.dtype != code_dtype:
+        codes = _exact_cast(arr, code_dtype)
+        if codes is None:
+            if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
+                raise ValueError(f"`{argname}['{n}']` contains NaN or inf")
+            raise ValueError(_outside_message(argname, n, arr, d))
     vmin, vmax = values.min(), values.max()
-    if lo < vmin or hi > vmax:
+    if codes.min() < vmin or codes.max() > vmax:
         raise ValueError(_outside_message(argname, n, arr, d))
-    codes = arr if arr.dtype == code_dtype else arr.astype(code_dtype)
-    if np.issubdtype(arr.dtype, np.floating) and not np.array_equal(codes, arr):
-        raise ValueError(_outside_message(argname, n, arr, d))  # non-integer values
     gaps = np.setdiff1d(np.arange(int(vmin), int(vmax) + 1), values.astype(np.int64))
     if gaps.size > _MAX_GAPS:
         ok = bool(np.all(d.contains(codes)))

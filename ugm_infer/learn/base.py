@@ -37,7 +37,7 @@ import optax
 
 from ugm_infer.latent import latent_names, resolve_visible
 
-__all__ = ["Learner", "apply_ascent", "global_norm", "latent_names", "resolve_visible"]
+__all__ = ["CheckedData", "Learner", "apply_ascent", "global_norm", "latent_names", "resolve_visible"]
 
 
 class Learner(NamedTuple):
@@ -47,7 +47,8 @@ class Learner(NamedTuple):
         ``init(rng_key, params, data=None) -> state``; ``state`` is a NamedTuple of
         arrays with at least ``.params`` and ``.step`` (int32).  ``data`` (all the
         training data, visible variables) is optional and only used by learners that
-        keep per-datum state.
+        keep per-datum state; :func:`ugm_infer.fit` passes it as a read-only mapping
+        (:class:`CheckedData`).
     step
         ``step(rng_key, state, batch) -> (state, info)``: one parameter update from a
         minibatch ``batch = {visible name: (batch, *shape)}``.  Pure and jittable.
@@ -64,6 +65,55 @@ class Learner(NamedTuple):
     model: Any
     name: str
     visible: tuple[str, ...]
+
+
+class CheckedData(Mapping):
+    """Training data ``{visible name: array}`` whose values a caller has already checked.
+
+    :func:`ugm_infer.fit` hands its data to ``learner.init`` in this form: the arrays
+    (in the domains' dtypes) are made by ``make(name)`` the first time they are read and
+    then kept, so an ``init`` that ignores its data never decodes the whole training set.
+    :func:`check_batch` checks its names and shapes and returns it unchanged (the values
+    were checked when the caller built it).  It is a pytree: flattening reads every array,
+    and unflattening gives a plain ``dict``.
+    """
+
+    __slots__ = ("_shapes", "_make", "_arrays")
+
+    def __init__(self, shapes: Mapping[str, tuple[int, ...]], make: Callable[[str], jax.Array]):
+        self._shapes = {n: tuple(s) for n, s in shapes.items()}
+        self._make = make
+        self._arrays: dict[str, jax.Array] = {}
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Shape of ``self[name]`` (without making it)."""
+        return self._shapes[name]
+
+    def __getitem__(self, name: str) -> jax.Array:
+        if name not in self._arrays:
+            if name not in self._shapes:
+                raise KeyError(name)
+            self._arrays[name] = self._make(name)
+        return self._arrays[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._shapes
+
+    def __iter__(self):
+        return iter(self._shapes)
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def __repr__(self) -> str:
+        return f"CheckedData({self._shapes})"
+
+
+jax.tree_util.register_pytree_with_keys(
+    CheckedData,
+    lambda d: (tuple((jax.tree_util.DictKey(n), d[n]) for n in d), tuple(d)),
+    lambda names, arrays: dict(zip(names, arrays, strict=True)),
+)
 
 
 # ----------------------------------------------------------------------------------
@@ -168,7 +218,8 @@ def check_batch(model: Any, visible: tuple[str, ...], batch: Any, argname: str =
     """Check a minibatch ``{visible name: (batch, *shape)}`` and cast it to the domain dtypes.
 
     Names and shapes are checked always (they are static under ``jit``); values only
-    when the batch is concrete.
+    when the batch is concrete.  A :class:`CheckedData` is returned as it is after the
+    names and shapes (its values are checked and in the domain dtypes already).
     """
     if not isinstance(batch, Mapping):
         raise TypeError(f"`{argname}` must be a dict {{name: array}} of the visible variables, got {type(batch).__name__}")
@@ -180,23 +231,26 @@ def check_batch(model: Any, visible: tuple[str, ...], batch: Any, argname: str =
     missing = [n for n in visible if n not in batch]
     if missing:
         raise ValueError(f"`{argname}` is missing visible variable(s) {missing}")
+    checked = isinstance(batch, CheckedData)
     out, size = {}, None
     for n in visible:
         d = model.variables[n]
-        x = batch[n]
-        shape = tuple(np.shape(x))
+        x = None if checked else batch[n]
+        shape = batch.shape(n) if checked else tuple(np.shape(x))
         if len(shape) != len(d.shape) + 1 or shape[1:] != d.shape:
             raise ValueError(f"`{argname}['{n}']` has shape {shape}; expected (batch, {', '.join(map(str, d.shape))})")
         if size is None:
             size = shape[0]
         elif shape[0] != size:
             raise ValueError(f"`{argname}` variables disagree on the batch size: '{n}' has {shape[0]}, expected {size}")
+        if checked:
+            continue
         if is_concrete(x):
             d.check_values(np.asarray(x), f"`{argname}['{n}']`")
         out[n] = jnp.asarray(x).astype(d.dtype)
     if size == 0:
         raise ValueError(f"`{argname}` is empty (batch size 0)")
-    return out
+    return batch if checked else out
 
 
 def check_data(model: Any, visible: tuple[str, ...], data: Any) -> dict | None:
