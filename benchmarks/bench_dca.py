@@ -40,9 +40,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "shared", "data", "pfam", "PF00014_mgap6.fasta.gz")
-if not os.path.exists(DATA):
-    DATA = "/work/shared/data/pfam/PF00014_mgap6.fasta.gz"
+# the Pfam alignment is not shipped with the repository: ../shared/data/pfam beside the repository root, or $UGM_DATA/pfam
+DATA = os.path.join(
+    os.environ.get("UGM_DATA", os.path.join(HERE, "..", "..", "shared", "data")), "pfam", "PF00014_mgap6.fasta.gz"
+)
 
 
 def parse_args(argv=None):

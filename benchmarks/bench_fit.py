@@ -88,7 +88,11 @@ import optax
 
 import ugm_infer as ui
 
-DATA = "/work/shared/data/binarized_mnist.npz"
+# binarized MNIST is not shipped with the repository: ../shared/data beside the repository root, or $UGM_DATA
+DATA = os.path.join(
+    os.environ.get("UGM_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")),
+    "binarized_mnist.npz",
+)
 LR = 0.01
 
 

@@ -58,7 +58,11 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 import ugm_infer as ui
 
-DATA = "/work/shared/data/binarized_mnist.npz"
+# binarized MNIST is not shipped with the repository: ../shared/data beside the repository root, or $UGM_DATA
+DATA = os.path.join(
+    os.environ.get("UGM_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")),
+    "binarized_mnist.npz",
+)
 NV, NH, BATCH, LR = 784, 500, 100, 0.01
 
 
