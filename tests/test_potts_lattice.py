@@ -108,8 +108,8 @@ def _one_step(model, ld, x, batched, reverse, chains):
         (3, True, False, False),
         (3, False, False, False),
         (3, True, True, False),
-        (18, True, False, False),
-        (3, True, False, True),
+        pytest.param(18, True, False, False, marks=pytest.mark.slow),  # q^4 mixtures in numpy: ~100 s
+        pytest.param(3, True, False, True, marks=pytest.mark.slow),  # the generic path: ~13 s
     ],
 )
 def test_one_step_from_a_fixed_state_is_exact(q, batched, reverse, plain):

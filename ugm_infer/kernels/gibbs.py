@@ -22,7 +22,12 @@ learners).  Three scan orders:
     a density with pairwise couplings
     (:class:`~ugm_infer.kernels.pairwise.CouplingLogDensity`, dense Boltzmann
     machines and semi-RBMs) updates its single-site blocks from incrementally
-    maintained fields (:mod:`~ugm_infer.kernels.pairwise`).  ``method="multispin"``
+    maintained fields (:mod:`~ugm_infer.kernels.pairwise`); the density of a
+    ``lattice_potts`` model with even sizes
+    (:class:`~ugm_infer.kernels.potts_lattice.PottsLogDensity`) runs the
+    four-sub-lattice Potts sweep of :mod:`~ugm_infer.kernels.potts_lattice`, the chain
+    kept in that layout (:class:`~ugm_infer.kernels.potts_lattice.PottsLatticeState`).
+    ``method="multispin"``
     selects the bit-packed lattice sweep (:mod:`~ugm_infer.kernels.multispin`).
 ``"systematic"``
     single-site updates in a fixed order (variables in declaration order, sites in

@@ -39,6 +39,11 @@ Fast Gibbs sampling
     to ``q`` log-density evaluations per site (exact, slower).  Every learner of
     :mod:`ugm_infer.learn` accepts it as ``kernel=``.
 
+    For :func:`lattice_potts` with even sizes the block-Gibbs kernel
+    (``ui.kernels.gibbs``, the default of ``ui.sample`` and the learners) recognises
+    the same log-density and runs the four-sub-lattice sweep of
+    :mod:`ugm_infer.kernels.potts_lattice`.
+
 References
 ----------
 Potts, R. B. (1952). Some generalized order-disorder transformations. Proc. Camb.
