@@ -110,7 +110,7 @@ def init(position: dict, logdensity_fn: Callable | None = None) -> GibbsState | 
     if potts is not None and isinstance(position, dict) and set(position) == {"x"}:
         x = position["x"]
         if jnp.shape(x) == (potts.height * potts.width,):
-            return potts_lattice.state_type(potts, jnp.result_type(x))(potts.split(x))
+            return potts_lattice.state_type(potts, jnp.result_type(x)).of(potts.split(x))
     return GibbsState(dict(position))
 
 
@@ -298,7 +298,10 @@ def build_kernel(
     def run_potts(rng_key, lat, sites, logdensity_fn):
         if lat not in potts_steps:
             potts_steps[lat] = potts_lattice.build_step(lat, num_sweeps, reverse)
-        return potts_steps[lat](rng_key, sites, logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
+        tables = logdensity_fn.tables
+        if tables is None:
+            tables = potts_lattice.sweep_tables(lat, logdensity_fn.J, logdensity_fn.h)
+        return potts_steps[lat](rng_key, sites, logdensity_fn.J, tables, logdensity_fn.beta)
 
     def kernel(rng_key, state: GibbsState, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
         if isinstance(state, checkerboard.LatticeGibbsState):
@@ -313,14 +316,16 @@ def build_kernel(
         if isinstance(state, potts_lattice.PottsLatticeState):
             lat = type(state).lattice
             if scan == "block" and potts_lattice.lattice_of(logdensity_fn, model) == lat:
-                sites = run_potts(rng_key, lat, state.sites, logdensity_fn)
+                new = type(state)(*run_potts(rng_key, lat, tuple(state), logdensity_fn))
             else:  # another target or scan order: the generic sweep of the joined position
-                sites = lat.split(run(rng_key, state.position, logdensity_fn)["x"])
-            return type(state)(sites), GibbsInfo(jnp.sum(sites != state.sites, dtype=jnp.int32))
+                new = type(state).of(lat.split(run(rng_key, state.position, logdensity_fn)["x"]))
+            return new, GibbsInfo(potts_lattice.count_changed(state, new))
         start = state.position
         potts = potts_lattice.lattice_of(logdensity_fn, model) if scan == "block" else None
         if potts is not None and set(start) == {"x"}:  # a plain state under a lattice Potts density
-            x = potts.join(run_potts(rng_key, potts, potts.split(start["x"]), logdensity_fn), start["x"].dtype)
+            sub = tuple(potts_lattice.PottsLatticeState.of(potts.split(start["x"])))
+            sub = run_potts(rng_key, potts, sub, logdensity_fn)
+            x = potts.join(jnp.stack(sub, axis=-3), start["x"].dtype)
             return GibbsState({"x": x}), GibbsInfo(_updates.count_changed(start, {"x": x}))
         layout = _lattice_layout(start, logdensity_fn) if scan == "block" else None
         if layout is not None:  # a plain state under a lattice density: sweep in the lattice layout

@@ -62,8 +62,12 @@ from ugm_infer.kernels.checkerboard import _shifted, key_pair, threefry2x32
 
 __all__ = ["PottsLogDensity", "PottsLattice", "PottsLatticeState", "lattice_of", "state_type", "build_step"]
 
-# many chains select a bond's coupling by the neighbour's value (q^2 selects per bond, vectorised over
-# the chains) up to this q; one chain, or larger q, gathers the q couplings of the bond instead
+# up to this q the chains stay in the stored (chains, h, w) layout and each bond's coupling is selected
+# by the neighbour's value (q^2 selects per bond, vectorised along the lattice rows)
+MAX_FIRST_SELECT_STATES = 4
+# above it, at least this many chains (and q up to MAX_SELECT_STATES) are moved to a trailing axis for
+# the step and select there (vectorised over the chains); otherwise the q couplings of a bond are gathered
+MIN_LAST_CHAINS = 8
 MAX_SELECT_STATES = 16
 
 
@@ -85,16 +89,34 @@ class PottsLogDensity:
     ``structure``
         ``(n, q, edges-or-None)`` of the model, to check the kernel was built for it;
     ``lattice``
-        ``(height, width, periodic)`` for :func:`~ugm_infer.models.lattice_potts`, else ``None``.
+        ``(height, width, periodic)`` for :func:`~ugm_infer.models.lattice_potts`, else ``None``;
+    ``tables``
+        for a lattice with even sizes, ``J`` and ``h`` rearranged for the
+        four-sub-lattice sweep (:func:`sweep_tables`), made with the density so that a
+        sampler stepping it many times (``ui.sample``'s scan) reads them ready-made
+        instead of rearranging the parameters at every step; else ``None``.
     """
 
-    def __init__(self, fn: Callable, J: jax.Array, h: jax.Array, beta: Any, structure: tuple, lattice: tuple | None = None):
+    def __init__(
+        self,
+        fn: Callable,
+        J: jax.Array,
+        h: jax.Array,
+        beta: Any,
+        structure: tuple,
+        lattice: tuple | None = None,
+        tables: tuple | None = None,
+    ):
         self._fn = fn
         self.J = J
         self.h = h
         self.beta = beta
         self.structure = structure
         self.lattice = lattice
+        if tables is None and lattice is not None and not (lattice[0] % 2 or lattice[1] % 2):
+            lat = PottsLattice(lattice[0], lattice[1], structure[1], lattice[2])
+            tables = _tables_fn(lat)(J, h)
+        self.tables = tables
 
     def __call__(self, state):
         return self._fn(state)
@@ -107,7 +129,9 @@ class PottsLogDensity:
         """
         fn = self._fn
         scaled = beta * self.beta
-        return PottsLogDensity(lambda state: beta * fn(state), self.J, self.h, scaled, self.structure, self.lattice)
+        return PottsLogDensity(
+            lambda state: beta * fn(state), self.J, self.h, scaled, self.structure, self.lattice, self.tables
+        )
 
 
 class PottsLattice(NamedTuple):
@@ -150,17 +174,33 @@ def lattice_of(logdensity_fn: Any, model: Any = None) -> PottsLattice | None:
 class PottsLatticeState(NamedTuple):
     """State of one block-Gibbs chain of a lattice Potts model in the four-sub-lattice layout.
 
+    a, b, c, d
+        The sub-lattices ``A, B, C, D`` (module docstring), each ``(H/2, W/2)``
+        (``int8`` for ``q <= 127``); under ``jax.vmap`` ``(chains, H/2, W/2)``, the
+        layout the batched sweep works on, so a step moves no data around.
     sites
-        ``(4, H/2, W/2)`` sub-lattices ``A, B, C, D`` (``int8`` for ``q <= 127``).
+        The four stacked, ``(4, H/2, W/2)``.
     position
         ``{"x": (H * W,)}`` in the model's dtype, joined from the sub-lattices when read.
     """
 
-    sites: jax.Array
+    a: jax.Array
+    b: jax.Array
+    c: jax.Array
+    d: jax.Array
+
+    @property
+    def sites(self) -> jax.Array:
+        return jnp.stack(tuple(self), axis=-3)
 
     @property
     def position(self) -> dict:
         return {"x": type(self).lattice.join(self.sites, type(self).dtype)}
+
+    @classmethod
+    def of(cls, sites: jax.Array):
+        """The state of stacked sub-lattices ``(..., 4, h, w)``."""
+        return cls(*(sites[..., i, :, :] for i in range(4)))
 
 
 _STATE_TYPES: dict = {}
@@ -176,12 +216,13 @@ def state_type(lat: PottsLattice, dtype: Any) -> type:
     return cls
 
 
-def _neighbours(lat: PottsLattice, sub: list, p: int, r: int):
-    """The four ``(value, direction)`` neighbour reads of sub-lattice ``(p, r)`` (arrays ``(h, w, ...)``)."""
-    right = sub[2 * p + 1 - r] if r == 0 else _shifted(sub[2 * p], 1, 1, True)
-    left = sub[2 * p + 1 - r] if r == 1 else _shifted(sub[2 * p + 1], -1, 1, True)
-    down = sub[2 * (1 - p) + r] if p == 0 else _shifted(sub[r], 1, 0, True)
-    up = sub[2 * (1 - p) + r] if p == 1 else _shifted(sub[2 + r], -1, 0, True)
+def _neighbours(sub: list, p: int, r: int, axes: tuple):
+    """The four ``(value, direction)`` neighbour reads of sub-lattice ``(p, r)`` (site axes ``axes = (row, column)``)."""
+    row, col = axes
+    right = sub[2 * p + 1 - r] if r == 0 else _shifted(sub[2 * p], 1, col, True)
+    left = sub[2 * p + 1 - r] if r == 1 else _shifted(sub[2 * p + 1], -1, col, True)
+    down = sub[2 * (1 - p) + r] if p == 0 else _shifted(sub[r], 1, row, True)
+    up = sub[2 * (1 - p) + r] if p == 1 else _shifted(sub[2 + r], -1, row, True)
     return (right, "right"), (left, "left"), (down, "down"), (up, "up")
 
 
@@ -206,53 +247,81 @@ def _bond_index(lat: PottsLattice, p: int, r: int, direction: str, shape: tuple)
     return e, present
 
 
-def _coupling_grid(lat: PottsLattice, J: jax.Array, direction: str, p: int, r: int) -> jax.Array:
-    """``(h, w, q, q)`` couplings of sub-lattice ``(p, r)``'s bond in ``direction`` (zero where absent), by slices."""
+DIRECTIONS = ("right", "left", "down", "up")
+
+
+def sweep_tables(lat: PottsLattice, J: jax.Array, h: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(couplings, fields)`` of ``lat`` in the sweep's layout: ``(4, 4, q, q, h, w)`` and ``(4, q, h, w)``.
+
+    ``couplings[2p + r, d, a, b]`` is the ``(h, w)`` grid of the coupling ``J_e(a, b)``
+    (``a`` the value of the site of sub-lattice ``(p, r)``, ``b`` its neighbour's) of the
+    bond in direction ``DIRECTIONS[d]``, zero where a bond is absent;
+    ``fields[2p + r, a]`` the field of value ``a``.  Value-major, so that one value
+    pair's couplings are a contiguous grid, read once per site.
+    """
     H, W, q, periodic = lat.height, lat.width, lat.num_states, lat.periodic
+    Jt = jnp.moveaxis(J, 0, -1)  # (q, q, m)
     if periodic:
-        horizontal, vertical = J[: H * W].reshape(H, W, q, q), J[H * W :].reshape(H, W, q, q)
+        horizontal, vertical = Jt[..., : H * W].reshape(q, q, H, W), Jt[..., H * W :].reshape(q, q, H, W)
     else:  # pad the missing last column / row with zero bonds
-        horizontal = jnp.pad(J[: H * (W - 1)].reshape(H, W - 1, q, q), ((0, 0), (0, 1), (0, 0), (0, 0)))
-        vertical = jnp.pad(J[H * (W - 1) :].reshape(H - 1, W, q, q), ((0, 1), (0, 0), (0, 0), (0, 0)))
-    if direction == "right":
-        return horizontal[p::2, r::2]
-    if direction == "down":
-        return vertical[p::2, r::2]
-    if direction == "left":  # the bond (R, C - 1)
-        return horizontal[p::2, 0::2] if r == 1 else _shifted(horizontal[p::2, 1::2], -1, 1, True)
-    return vertical[0::2, r::2] if p == 1 else _shifted(vertical[1::2, r::2], -1, 0, True)  # up: (R - 1, C)
+        horizontal = jnp.pad(Jt[..., : H * (W - 1)].reshape(q, q, H, W - 1), ((0, 0), (0, 0), (0, 0), (0, 1)))
+        vertical = jnp.pad(Jt[..., H * (W - 1) :].reshape(q, q, H - 1, W), ((0, 0), (0, 0), (0, 1), (0, 0)))
+    # (a, b) of the bond as seen from its second site: J_e(x_j, a) -> [a, b] = J_e(b, a)
+    horizontal_t, vertical_t = jnp.swapaxes(horizontal, 0, 1), jnp.swapaxes(vertical, 0, 1)
+    grids = []
+    for p in (0, 1):
+        for r in (0, 1):
+            left = horizontal_t[:, :, p::2, 0::2] if r == 1 else _shifted(horizontal_t[:, :, p::2, 1::2], -1, 3, True)
+            up = vertical_t[:, :, 0::2, r::2] if p == 1 else _shifted(vertical_t[:, :, 1::2, r::2], -1, 2, True)
+            grids.append(jnp.stack([horizontal[:, :, p::2, r::2], left, vertical[:, :, p::2, r::2], up]))
+    fields = jnp.moveaxis(h.reshape(H, W, q), -1, 0)
+    return jnp.stack(grids), jnp.stack([fields[:, p::2, r::2] for p in (0, 1) for r in (0, 1)])
 
 
-def _colour_update(lat: PottsLattice, sub: list, colour: int, J, h, beta, k1, k2, counter, select: bool) -> dict:
-    """New values of the two sub-lattices of ``colour`` given the others; arrays ``(h, w) + chains``.
+_TABLE_FNS: dict = {}
 
-    Written for one loop per sub-lattice: the ``q`` logits, their maximum, the
-    exponentials, the partial sums and the draw are elementwise in the sites (and
-    chains), so XLA fuses them with the neighbour reads and the hash.
+
+def _tables_fn(lat: PottsLattice) -> Callable:
+    """``jax.jit(sweep_tables)`` of ``lat`` (one dispatch when called outside a trace)."""
+    fn = _TABLE_FNS.get(lat)
+    if fn is None:
+        fn = _TABLE_FNS.setdefault(lat, jax.jit(lambda J, h: sweep_tables(lat, J, h)))
+    return fn
+
+
+def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k1, k2, counter, select, last) -> dict:
+    """New values of the two sub-lattices of ``colour`` given the others.
+
+    Arrays ``(h, w, chains)`` (``last``) or ``(chains, h, w)``; ``k1``, ``k2`` and
+    ``beta`` broadcast against them; ``tables`` from :func:`sweep_tables`.  Written for one loop per sub-lattice: the ``q``
+    logits, their maximum, the exponentials, the partial sums and the draw are
+    elementwise in the sites and chains, so XLA fuses them with the neighbour reads
+    and the hash.
     """
     q = lat.num_states
     shape = sub[0].shape
-    extra = (None,) * (len(shape) - 2)  # trailing chain axes of the states
+    axes = (0, 1) if last else (1, 2)
 
     def site_grid(a):  # (h, w) -> broadcast against the states
-        return a[(...,) + extra]
+        return a[:, :, None] if last else a[None]
 
     hh, ww = lat.height // 2, lat.width // 2
-    fields = h.reshape(lat.height, lat.width, q)
-    index = jax.lax.broadcasted_iota(jnp.uint32, shape, 0) * jnp.uint32(ww) + jax.lax.broadcasted_iota(jnp.uint32, shape, 1)
+    couplings, fields = tables
+    index = jax.lax.broadcasted_iota(jnp.uint32, shape, axes[0]) * jnp.uint32(ww)
+    index = index + jax.lax.broadcasted_iota(jnp.uint32, shape, axes[1])
     u_pair = threefry2x32(k1, k2, jnp.broadcast_to(counter, shape), index)
     J_flat = J.reshape(-1)
     out = {}
     for (p, r), u in zip(((0, 0), (1, 1)) if colour == 0 else ((0, 1), (1, 0)), u_pair):
-        logits = [site_grid(fields[p::2, r::2, a]) for a in range(q)]
-        for value, direction in _neighbours(lat, sub, p, r):
+        logits = [site_grid(fields[2 * p + r, a]) for a in range(q)]
+        for value, direction in _neighbours(sub, p, r, axes):
             first = direction in ("right", "down")  # J_e(a, x_j) with the site first, else J_e(x_j, a)
             if select:
-                grid = _coupling_grid(lat, J, direction, p, r)
+                grid = couplings[2 * p + r, DIRECTIONS.index(direction)]
                 for b in range(q):
                     hit = value == b
                     for a in range(q):
-                        coupling = site_grid(grid[:, :, a, b] if first else grid[:, :, b, a])
+                        coupling = site_grid(grid[a, b])
                         logits[a] = logits[a] + jnp.where(hit, coupling, 0.0)
             else:
                 e, present = _bond_index(lat, p, r, direction, (hh, ww))
@@ -276,16 +345,16 @@ def _colour_update(lat: PottsLattice, sub: list, colour: int, J, h, beta, k1, k2
     return out
 
 
-def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool):
-    """``run(k1, k2, sub, J, h, beta) -> sub`` on the list of four ``(h, w) + chains`` sub-lattices."""
+def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool, last: bool):
+    """``run(k1, k2, sub, J, tables, beta) -> sub`` on the four sub-lattices (layout as in :func:`_colour_update`)."""
     order = (1, 0) if reverse else (0, 1)
 
-    def run(k1, k2, sub, J, h, beta):
+    def run(k1, k2, sub, J, tables, beta):
         def one(t, sub):
             sub = list(sub)
             for c, colour in enumerate(order):
                 counter = 2 * jnp.asarray(t, jnp.uint32) + jnp.uint32(c)
-                new = _colour_update(lat, sub, colour, J, h, beta, k1, k2, counter, select)
+                new = _colour_update(lat, sub, colour, J, tables, beta, k1, k2, counter, select, last)
                 for i, value in new.items():
                     sub[i] = jax.lax.optimization_barrier(value)  # written once, read by the next colour
             return tuple(sub)
@@ -297,40 +366,54 @@ def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool):
 
 
 def build_step(lat: PottsLattice, num_sweeps: int = 1, reverse: bool = False) -> Callable:
-    """``step(rng_key, sites, J, h, beta) -> sites``: ``num_sweeps`` sweeps of one chain's ``(4, h, w)`` sub-lattices.
+    """``step(rng_key, sub, J, tables, beta) -> sub``: ``num_sweeps`` sweeps of one chain's sub-lattices ``(a, b, c, d)``.
 
-    Under ``jax.vmap`` over chains a batching rule runs all chains together, chains
-    along the trailing axis of each sub-lattice (see the module docstring); chains with
-    their own ``J`` or ``h`` run one by one, a batched ``beta`` (parallel tempering's
+    ``sub`` holds four ``(h, w)`` arrays, ``tables`` are :func:`sweep_tables` of ``J``
+    and the fields.  Under ``jax.vmap`` over chains a batching rule runs all chains
+    together (see the module docstring for the layouts); chains with their own
+    couplings or fields run one by one, a batched ``beta`` (parallel tempering's
     replicas) broadcasts over the chains.
     """
-    single = _sweeps(lat, num_sweeps, reverse, select=False)
-    many = _sweeps(lat, num_sweeps, reverse, select=lat.num_states <= MAX_SELECT_STATES)
+    q = lat.num_states
+    first_select = q <= MAX_FIRST_SELECT_STATES
+    leading = _sweeps(lat, num_sweeps, reverse, select=first_select, last=False)
+    trailing = _sweeps(lat, num_sweeps, reverse, select=True, last=True)
 
-    def one_chain(key_data, sites, J, h, beta):
-        return jnp.stack(single(key_data[0], key_data[1], [sites[i] for i in range(4)], J, h, beta))
+    def chains_first(keys, sub, J, tables, beta):  # keys (chains, 2), sub 4 x (chains, h, w), beta () or (chains,)
+        k1, k2 = keys[:, 0, None, None], keys[:, 1, None, None]
+        beta = jnp.reshape(beta, jnp.shape(beta) + (1, 1))
+        return leading(k1, k2, list(sub), J, tables, beta)
+
+    def chains_last(keys, sub, J, tables, beta):
+        sub = [jax.lax.optimization_barrier(jnp.moveaxis(x, 0, -1)) for x in sub]  # (h, w, chains), written once
+        return tuple(jnp.moveaxis(x, -1, 0) for x in trailing(keys[:, 0], keys[:, 1], sub, J, tables, beta))
 
     @jax.custom_batching.custom_vmap
-    def step(key_data, sites, J, h, beta):
-        return one_chain(key_data, sites, J, h, beta)
+    def step(key_data, a, b, c, d, J, couplings, fields, beta):
+        out = chains_first(key_data[None], (a[None], b[None], c[None], d[None]), J, (couplings, fields), beta)
+        return tuple(x[0] for x in out)
 
     @step.def_vmap
-    def _batched(axis_size, in_batched, key_data, sites, J, h, beta):
-        key_b, sites_b, J_b, h_b, _ = in_batched
-        args = (key_data, sites, J, h, beta)
-        if J_b or h_b or axis_size == 1:  # per-chain couplings (or one chain): chain by chain
-            args = [v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v)) for v, b in zip(args, in_batched)]
-            return jax.lax.map(lambda a: one_chain(*a), tuple(args)), True
-        if not sites_b:
-            sites = jnp.broadcast_to(sites, (axis_size,) + sites.shape)
-        sub = jax.lax.optimization_barrier(jnp.moveaxis(sites, 0, -1))  # (4, h, w, chains), written once
-        keys = key_data if key_b else jnp.broadcast_to(key_data, (axis_size, 2))
-        out = many(keys[:, 0], keys[:, 1], [sub[i] for i in range(4)], J, h, beta)
-        return jnp.moveaxis(jnp.stack(out), -1, 0), True
+    def _batched(axis_size, in_batched, key_data, a, b, c, d, J, couplings, fields, beta):
+        args = (key_data, a, b, c, d, J, couplings, fields, beta)
+        if any(in_batched[5:8]):  # per-chain couplings: chain by chain
+            args = [v if bat else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v)) for v, bat in zip(args, in_batched)]
+            return jax.lax.map(lambda x: step(*x), tuple(args)), (True,) * 4
+        keys = key_data if in_batched[0] else jnp.broadcast_to(key_data, (axis_size, 2))
+        sub = tuple(v if bat else jnp.broadcast_to(v, (axis_size,) + v.shape) for v, bat in zip(args[1:5], in_batched[1:5]))
+        if first_select or axis_size < MIN_LAST_CHAINS or q > MAX_SELECT_STATES:
+            return chains_first(keys, sub, J, (couplings, fields), beta), (True,) * 4
+        return chains_last(keys, sub, J, (couplings, fields), beta), (True,) * 4
 
-    def chain_step(rng_key, sites, J, h, beta):
+    def chain_step(rng_key, sub, J, tables, beta):
         k1, k2 = key_pair(rng_key)
         J = jnp.asarray(J)
-        return step(jnp.stack([k1, k2]), sites, J, jnp.asarray(h, J.dtype), jnp.asarray(beta, J.dtype))
+        couplings, fields = (jnp.asarray(t, J.dtype) for t in tables)
+        return step(jnp.stack([k1, k2]), *sub, J, couplings, fields, jnp.asarray(beta, J.dtype))
 
     return chain_step
+
+
+def count_changed(old: PottsLatticeState, new: PottsLatticeState) -> jax.Array:
+    """Number of sites whose value differs between two states (``int32``), one reduction per sub-lattice."""
+    return sum(jnp.sum(x != y, axis=(-2, -1), dtype=jnp.int32) for x, y in zip(old, new))
