@@ -10,10 +10,13 @@ Layout
     ``A = (2i, 2j)``, ``B = (2i, 2j+1)``, ``C = (2i+1, 2j)``, ``D = (2i+1, 2j+1)``, each
     ``(h, w)`` (sub-lattice ``(p, r)`` holds the sites ``(2i + p, 2j + r)``).  The
     checkerboard colours are ``{A, D}`` (``r + c`` even, the model's first block) and
-    ``{B, C}``.  Sites are stored as small integers (``int8`` for ``q <= 127``).  One
-    chain is ``(h, w)`` per sub-lattice; under ``jax.vmap`` over chains a batching rule
-    stores the chains along a trailing axis, ``(h, w, chains)``, so the couplings of a
-    bond, shared by every chain, are read once per sweep for all of them.
+    ``{B, C}``.  Sites are stored as small integers (``int8`` for ``q <= 127``), one
+    ``(h, w)`` array per sub-lattice (the four fields of :class:`PottsLatticeState`);
+    under ``jax.vmap`` over chains each is ``(chains, h, w)``, and a batching rule runs
+    the sweep of all chains on those arrays as they are, so a step moves no data
+    around (no transpose, no stacking).  The couplings and fields are read from
+    :func:`sweep_tables`, made once with the density (:class:`PottsLogDensity`), not
+    at every step.
 Conditionals
     Site :math:`i` at :math:`(R, C)` has the logits :math:`\ell_i(a) = \beta\,[h_i(a) +
     \sum_{e \ni i} J_e(\cdot, \cdot)]`, the coupling of each of its (at most four)
@@ -24,9 +27,10 @@ Conditionals
     other colour's sub-lattices by a shift of at most one row or column (wrapped on a
     torus; on an open lattice a missing bond contributes nothing).  Bond indices are
     computed from the site's coordinates (horizontal bonds first, then vertical, as in
-    ``lattice_edges``), so the couplings are read from ``params["J"]`` as given.  One
-    chain gathers the ``q`` couplings of each bond; many chains select them by the
-    neighbour's value (``q^2`` selects per bond, vectorised over the chains).
+    ``lattice_edges``).  For ``q <= 6`` each bond's coupling is selected by the
+    neighbour's value from the value-major grids of :func:`sweep_tables` (``q^2``
+    selects per bond, vectorised along the lattice rows); for larger ``q`` the ``q``
+    couplings of the bond are gathered from ``params["J"]`` as given.
 Draw
     One uniform per site (24 bits of a Threefry-2x32 word, Salmon et al. 2011, the hash
     of ``jax.random``'s default keys, fused with the rest of the update; the two output
@@ -62,13 +66,10 @@ from ugm_infer.kernels.checkerboard import _shifted, key_pair, threefry2x32
 
 __all__ = ["PottsLogDensity", "PottsLattice", "PottsLatticeState", "lattice_of", "state_type", "build_step"]
 
-# up to this q the chains stay in the stored (chains, h, w) layout and each bond's coupling is selected
-# by the neighbour's value (q^2 selects per bond, vectorised along the lattice rows)
-MAX_FIRST_SELECT_STATES = 4
-# above it, at least this many chains (and q up to MAX_SELECT_STATES) are moved to a trailing axis for
-# the step and select there (vectorised over the chains); otherwise the q couplings of a bond are gathered
-MIN_LAST_CHAINS = 8
-MAX_SELECT_STATES = 16
+# up to this q each bond's coupling is selected by the neighbour's value (q^2 selects per bond, vectorised
+# along the lattice rows); above it the q couplings of the bond are gathered (at q = 10 the q^2 selects per
+# bond make XLA split the update into several loops that recompute the logits: about 10x slower)
+MAX_SELECT_STATES = 6
 
 
 class PottsLogDensity:
@@ -250,14 +251,14 @@ def _bond_index(lat: PottsLattice, p: int, r: int, direction: str, shape: tuple)
 DIRECTIONS = ("right", "left", "down", "up")
 
 
-def sweep_tables(lat: PottsLattice, J: jax.Array, h: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(couplings, fields)`` of ``lat`` in the sweep's layout: ``(4, 4, q, q, h, w)`` and ``(4, q, h, w)``.
+def sweep_tables(lat: PottsLattice, J: jax.Array, h: jax.Array) -> tuple:
+    """The couplings and fields of ``lat`` in the sweep's layout: a flat tuple of 20 arrays.
 
-    ``couplings[2p + r, d, a, b]`` is the ``(h, w)`` grid of the coupling ``J_e(a, b)``
-    (``a`` the value of the site of sub-lattice ``(p, r)``, ``b`` its neighbour's) of the
-    bond in direction ``DIRECTIONS[d]``, zero where a bond is absent;
-    ``fields[2p + r, a]`` the field of value ``a``.  Value-major, so that one value
-    pair's couplings are a contiguous grid, read once per site.
+    Entry ``4 (2p + r) + d`` is the ``(q, q, h, w)`` grid of sub-lattice ``(p, r)``'s
+    bond in direction ``DIRECTIONS[d]``: ``[a, b]`` is the coupling ``J_e(a, b)`` with
+    ``a`` the value of the sub-lattice's site and ``b`` its neighbour's, zero where a bond
+    is absent; entry ``16 + 2p + r`` the ``(q, h, w)`` fields.  Value-major and one array
+    per grid, so a value pair's couplings are a contiguous block read in place.
     """
     H, W, q, periodic = lat.height, lat.width, lat.num_states, lat.periodic
     Jt = jnp.moveaxis(J, 0, -1)  # (q, q, m)
@@ -266,16 +267,16 @@ def sweep_tables(lat: PottsLattice, J: jax.Array, h: jax.Array) -> tuple[jax.Arr
     else:  # pad the missing last column / row with zero bonds
         horizontal = jnp.pad(Jt[..., : H * (W - 1)].reshape(q, q, H, W - 1), ((0, 0), (0, 0), (0, 0), (0, 1)))
         vertical = jnp.pad(Jt[..., H * (W - 1) :].reshape(q, q, H - 1, W), ((0, 0), (0, 0), (0, 1), (0, 0)))
-    # (a, b) of the bond as seen from its second site: J_e(x_j, a) -> [a, b] = J_e(b, a)
+    # the bond seen from its second site: [a, b] = J_e(b, a)
     horizontal_t, vertical_t = jnp.swapaxes(horizontal, 0, 1), jnp.swapaxes(vertical, 0, 1)
     grids = []
     for p in (0, 1):
         for r in (0, 1):
             left = horizontal_t[:, :, p::2, 0::2] if r == 1 else _shifted(horizontal_t[:, :, p::2, 1::2], -1, 3, True)
             up = vertical_t[:, :, 0::2, r::2] if p == 1 else _shifted(vertical_t[:, :, 1::2, r::2], -1, 2, True)
-            grids.append(jnp.stack([horizontal[:, :, p::2, r::2], left, vertical[:, :, p::2, r::2], up]))
+            grids += [horizontal[:, :, p::2, r::2], left, vertical[:, :, p::2, r::2], up]
     fields = jnp.moveaxis(h.reshape(H, W, q), -1, 0)
-    return jnp.stack(grids), jnp.stack([fields[:, p::2, r::2] for p in (0, 1) for r in (0, 1)])
+    return tuple(grids) + tuple(fields[:, p::2, r::2] for p in (0, 1) for r in (0, 1))
 
 
 _TABLE_FNS: dict = {}
@@ -289,35 +290,34 @@ def _tables_fn(lat: PottsLattice) -> Callable:
     return fn
 
 
-def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k1, k2, counter, select, last) -> dict:
+def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k1, k2, counter, select: bool) -> dict:
     """New values of the two sub-lattices of ``colour`` given the others.
 
-    Arrays ``(h, w, chains)`` (``last``) or ``(chains, h, w)``; ``k1``, ``k2`` and
-    ``beta`` broadcast against them; ``tables`` from :func:`sweep_tables`.  Written for one loop per sub-lattice: the ``q``
+    Arrays ``(chains, h, w)``; ``k1``, ``k2`` and ``beta`` broadcast against them;
+    ``tables`` from :func:`sweep_tables`.  Written for one loop per sub-lattice: the ``q``
     logits, their maximum, the exponentials, the partial sums and the draw are
     elementwise in the sites and chains, so XLA fuses them with the neighbour reads
     and the hash.
     """
     q = lat.num_states
     shape = sub[0].shape
-    axes = (0, 1) if last else (1, 2)
+    axes = (1, 2)
 
     def site_grid(a):  # (h, w) -> broadcast against the states
-        return a[:, :, None] if last else a[None]
+        return a[None]
 
     hh, ww = lat.height // 2, lat.width // 2
-    couplings, fields = tables
     index = jax.lax.broadcasted_iota(jnp.uint32, shape, axes[0]) * jnp.uint32(ww)
     index = index + jax.lax.broadcasted_iota(jnp.uint32, shape, axes[1])
     u_pair = threefry2x32(k1, k2, jnp.broadcast_to(counter, shape), index)
     J_flat = J.reshape(-1)
     out = {}
     for (p, r), u in zip(((0, 0), (1, 1)) if colour == 0 else ((0, 1), (1, 0)), u_pair):
-        logits = [site_grid(fields[2 * p + r, a]) for a in range(q)]
+        logits = [site_grid(tables[16 + 2 * p + r][a]) for a in range(q)]
         for value, direction in _neighbours(sub, p, r, axes):
             first = direction in ("right", "down")  # J_e(a, x_j) with the site first, else J_e(x_j, a)
             if select:
-                grid = couplings[2 * p + r, DIRECTIONS.index(direction)]
+                grid = tables[4 * (2 * p + r) + DIRECTIONS.index(direction)]
                 for b in range(q):
                     hit = value == b
                     for a in range(q):
@@ -345,7 +345,7 @@ def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k
     return out
 
 
-def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool, last: bool):
+def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool):
     """``run(k1, k2, sub, J, tables, beta) -> sub`` on the four sub-lattices (layout as in :func:`_colour_update`)."""
     order = (1, 0) if reverse else (0, 1)
 
@@ -354,7 +354,7 @@ def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool, las
             sub = list(sub)
             for c, colour in enumerate(order):
                 counter = 2 * jnp.asarray(t, jnp.uint32) + jnp.uint32(c)
-                new = _colour_update(lat, sub, colour, J, tables, beta, k1, k2, counter, select, last)
+                new = _colour_update(lat, sub, colour, J, tables, beta, k1, k2, counter, select)
                 for i, value in new.items():
                     sub[i] = jax.lax.optimization_barrier(value)  # written once, read by the next colour
             return tuple(sub)
@@ -370,46 +370,35 @@ def build_step(lat: PottsLattice, num_sweeps: int = 1, reverse: bool = False) ->
 
     ``sub`` holds four ``(h, w)`` arrays, ``tables`` are :func:`sweep_tables` of ``J``
     and the fields.  Under ``jax.vmap`` over chains a batching rule runs all chains
-    together (see the module docstring for the layouts); chains with their own
-    couplings or fields run one by one, a batched ``beta`` (parallel tempering's
-    replicas) broadcasts over the chains.
+    together on the ``(chains, h, w)`` sub-lattices as they are stored (no data moved);
+    chains with their own couplings or fields run one by one, a batched ``beta``
+    (parallel tempering's replicas) broadcasts over the chains.
     """
-    q = lat.num_states
-    first_select = q <= MAX_FIRST_SELECT_STATES
-    leading = _sweeps(lat, num_sweeps, reverse, select=first_select, last=False)
-    trailing = _sweeps(lat, num_sweeps, reverse, select=True, last=True)
+    run = _sweeps(lat, num_sweeps, reverse, select=lat.num_states <= MAX_SELECT_STATES)
 
-    def chains_first(keys, sub, J, tables, beta):  # keys (chains, 2), sub 4 x (chains, h, w), beta () or (chains,)
-        k1, k2 = keys[:, 0, None, None], keys[:, 1, None, None]
+    def batched(keys, sub, J, tables, beta):  # keys (chains, 2), sub 4 x (chains, h, w), beta () or (chains,)
         beta = jnp.reshape(beta, jnp.shape(beta) + (1, 1))
-        return leading(k1, k2, list(sub), J, tables, beta)
-
-    def chains_last(keys, sub, J, tables, beta):
-        sub = [jax.lax.optimization_barrier(jnp.moveaxis(x, 0, -1)) for x in sub]  # (h, w, chains), written once
-        return tuple(jnp.moveaxis(x, -1, 0) for x in trailing(keys[:, 0], keys[:, 1], sub, J, tables, beta))
+        return run(keys[:, 0, None, None], keys[:, 1, None, None], list(sub), J, tables, beta)
 
     @jax.custom_batching.custom_vmap
-    def step(key_data, a, b, c, d, J, couplings, fields, beta):
-        out = chains_first(key_data[None], (a[None], b[None], c[None], d[None]), J, (couplings, fields), beta)
-        return tuple(x[0] for x in out)
+    def step(key_data, a, b, c, d, J, beta, *tables):
+        return tuple(x[0] for x in batched(key_data[None], (a[None], b[None], c[None], d[None]), J, tables, beta))
 
     @step.def_vmap
-    def _batched(axis_size, in_batched, key_data, a, b, c, d, J, couplings, fields, beta):
-        args = (key_data, a, b, c, d, J, couplings, fields, beta)
-        if any(in_batched[5:8]):  # per-chain couplings: chain by chain
+    def _batched(axis_size, in_batched, key_data, a, b, c, d, J, beta, *tables):
+        args = (key_data, a, b, c, d, J, beta, *tables)
+        if in_batched[5] or any(in_batched[7:]):  # per-chain couplings: chain by chain
             args = [v if bat else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v)) for v, bat in zip(args, in_batched)]
             return jax.lax.map(lambda x: step(*x), tuple(args)), (True,) * 4
         keys = key_data if in_batched[0] else jnp.broadcast_to(key_data, (axis_size, 2))
         sub = tuple(v if bat else jnp.broadcast_to(v, (axis_size,) + v.shape) for v, bat in zip(args[1:5], in_batched[1:5]))
-        if first_select or axis_size < MIN_LAST_CHAINS or q > MAX_SELECT_STATES:
-            return chains_first(keys, sub, J, (couplings, fields), beta), (True,) * 4
-        return chains_last(keys, sub, J, (couplings, fields), beta), (True,) * 4
+        return batched(keys, sub, J, tables, beta), (True,) * 4
 
     def chain_step(rng_key, sub, J, tables, beta):
         k1, k2 = key_pair(rng_key)
         J = jnp.asarray(J)
-        couplings, fields = (jnp.asarray(t, J.dtype) for t in tables)
-        return step(jnp.stack([k1, k2]), *sub, J, couplings, fields, jnp.asarray(beta, J.dtype))
+        tables = tuple(jnp.asarray(t, J.dtype) for t in tables)
+        return step(jnp.stack([k1, k2]), *sub, J, jnp.asarray(beta, J.dtype), *tables)
 
     return chain_step
 
