@@ -9,10 +9,11 @@ The block Gibbs kernel runs the sweep when it gets the model's own ``PottsLogDen
 * one step from a fixed state on a 4x6 torus (every bond direction, wrap-around): each
   site's distribution against the exact one (the first colour's sites from their
   conditionals, the second colour's a mixture over their neighbours' new values),
-  for the one-chain form, the many-chain form (q = 3 and q = 18, which gathers) and the
-  colours in reverse order; the generic block sweep (the path it replaces) passes the
-  same test;
-* that ``ui.sample``, a PCD learner, parallel tempering and tempered transitions run it;
+  for one chain and many chains, with the couplings selected by value (q = 3) and
+  gathered (q = 3 forced, and q = 18), and the colours in reverse order; the generic
+  block sweep (the path it replaces) passes the same test;
+* that ``ui.sample`` runs it and a PCD learner, parallel tempering and tempered
+  transitions build it (traced only);
   odd sizes and other densities keep the generic path.
 """
 
@@ -108,11 +109,16 @@ def _one_step(model, ld, x, batched, reverse, chains):
         (3, True, False, False),
         (3, False, False, False),
         (3, True, True, False),
+        (-3, True, False, False),  # -q: the couplings gathered (as for q > MAX_SELECT_STATES)
+        (-3, False, False, False),
         pytest.param(18, True, False, False, marks=pytest.mark.slow),  # q^4 mixtures in numpy: ~100 s
         pytest.param(3, True, False, True, marks=pytest.mark.slow),  # the generic path: ~13 s
     ],
 )
-def test_one_step_from_a_fixed_state_is_exact(q, batched, reverse, plain):
+def test_one_step_from_a_fixed_state_is_exact(q, batched, reverse, plain, monkeypatch):
+    if q < 0:
+        q = -q
+        monkeypatch.setattr(potts_lattice, "MAX_SELECT_STATES", 0)
     model = ui.models.lattice_potts(4, 6, q, periodic=True)
     params = _params(model, q, scale=1.0, field=0.7)
     ld = model.logdensity_fn(params, 0.8)
@@ -164,6 +170,7 @@ def test_user_facing_paths_take_the_lattice_sweep(calls):
     out = ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), x0, 3)
     assert calls and isinstance(out.final_state, potts_lattice.PottsLatticeState)
     assert out.states["x"].shape == (4, 3, 16) and out.states["x"].dtype == jnp.int32
+    # the other paths are only traced (jax.eval_shape: no compilation): which sweep they build is the point here
     for name, build in [
         ("pt", lambda: ui.kernels.parallel_tempering(model, params, betas=[0.5, 1.0])),
         ("tt", lambda: ui.kernels.tempered_transitions(model, params, betas=[0.5, 1.0])),
@@ -171,12 +178,12 @@ def test_user_facing_paths_take_the_lattice_sweep(calls):
         calls.clear()
         algorithm = build()
         state = algorithm.init(model.random_state(jax.random.key(2)))
-        jax.block_until_ready(algorithm.step(jax.random.key(3), state))
+        jax.eval_shape(algorithm.step, jax.random.key(3), state)
         assert calls, f"{name} did not run the lattice sweep"
     calls.clear()
     learner = ui.learn.pcd(model, num_particles=8)
     state = learner.init(jax.random.key(4), params)
-    jax.block_until_ready(learner.step(jax.random.key(5), state, model.random_state(jax.random.key(6), 8)))
+    jax.eval_shape(learner.step, jax.random.key(5), state, model.random_state(jax.random.key(6), 8))
     assert calls, "the PCD learner did not run the lattice sweep"
 
 
