@@ -64,7 +64,16 @@ import jax.numpy as jnp
 
 from ugm_infer.kernels.checkerboard import _shifted, key_pair, threefry2x32
 
-__all__ = ["PottsLogDensity", "PottsLattice", "PottsLatticeState", "lattice_of", "state_type", "build_step"]
+__all__ = [
+    "PottsLogDensity",
+    "PottsLattice",
+    "PottsLatticeState",
+    "lattice_of",
+    "state_type",
+    "sweep_tables",
+    "build_step",
+    "count_changed",
+]
 
 # up to this q each bond's coupling is selected by the neighbour's value (q^2 selects per bond, vectorised
 # along the lattice rows); above it the q couplings of the bond are gathered (at q = 10 the q^2 selects per
@@ -301,14 +310,13 @@ def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k
     """
     q = lat.num_states
     shape = sub[0].shape
-    axes = (1, 2)
+    axes = (1, 2)  # rows, columns
 
-    def site_grid(a):  # (h, w) -> broadcast against the states
+    def site_grid(a):  # (h, w) -> broadcast against the chains
         return a[None]
 
     hh, ww = lat.height // 2, lat.width // 2
-    index = jax.lax.broadcasted_iota(jnp.uint32, shape, axes[0]) * jnp.uint32(ww)
-    index = index + jax.lax.broadcasted_iota(jnp.uint32, shape, axes[1])
+    index = jax.lax.broadcasted_iota(jnp.uint32, shape, 1) * jnp.uint32(ww) + jax.lax.broadcasted_iota(jnp.uint32, shape, 2)
     u_pair = threefry2x32(k1, k2, jnp.broadcast_to(counter, shape), index)
     J_flat = J.reshape(-1)
     out = {}
