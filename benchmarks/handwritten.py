@@ -183,3 +183,111 @@ def bm_pcd(num_units: int, num_particles: int, learning_rate: float):
         return (W, b, s), None
 
     return step
+
+
+# --------------------------------------------------------------------------------------
+# lattice Potts (periodic H x W, even sizes): per-bond couplings J (2 H W, q, q), fields h (H W, q)
+# --------------------------------------------------------------------------------------
+def potts_subl_from_sites(x, height: int, width: int, chains_last: bool):
+    """``(chains, H * W)`` values -> ``{(p, r): sites (2i + p, 2j + r)}``, int8, ``(h, w, chains)`` or ``(chains, h, w)``."""
+    img = jnp.asarray(x).reshape(-1, height, width).astype(jnp.int8)
+    return {
+        (p, r): (jnp.moveaxis(img[:, p::2, r::2], 0, -1) if chains_last else img[:, p::2, r::2])
+        for p in (0, 1)
+        for r in (0, 1)
+    }
+
+
+def potts_sweep(height: int, width: int, q: int, num_sweeps: int, chains_last: bool):
+    """``run(key, sites, J, h, beta) -> sites``: ``num_sweeps`` checkerboard sweeps of a periodic lattice Potts model.
+
+    Sub-lattices ``(p, r)`` of int8 values; each colour computes the ``q`` logits of its
+    own sites only (neighbours by shifted reads of the other colour), one Threefry word
+    per site (one hash per pair of sites) and an inverse-CDF draw.  ``chains_last``:
+    chains along the trailing axis and each bond's coupling selected by the
+    neighbour's value (``q^2`` selects, vectorised over chains: the fastest form for
+    many chains); otherwise ``(chains, h, w)`` and the ``q`` couplings gathered from the
+    flat ``J`` by computed indices (the fastest form for one chain).
+    """
+    ww = width // 2
+    ai, aj = (0, 1) if chains_last else (1, 2)
+
+    def grid(a):  # (h, w) -> broadcast against the sites
+        return a[:, :, None] if chains_last else a[None]
+
+    def colour(S, Jh, Jv, Eh, Ev, fields, J_flat, beta, c, k1, k2, counter):
+        sites = ((0, 0), (1, 1)) if c == 0 else ((0, 1), (1, 0))
+        shape = S[(0, 0)].shape
+        index = jax.lax.broadcasted_iota(jnp.uint32, shape, ai) * jnp.uint32(ww) + jax.lax.broadcasted_iota(
+            jnp.uint32, shape, aj
+        )
+        u_pair = _threefry(k1, k2, jnp.broadcast_to(counter, shape), index)
+        out = {}
+        for (p, r), u in zip(sites, u_pair):
+            o_h, o_v = S[(p, 1 - r)], S[(1 - p, r)]
+            nbs = (  # (value, couplings (h, w, q, q), bond index (h, w), site is the bond's first)
+                (_wrap(o_h, 1, aj) if r else o_h, Jh[p][r], Eh[p][r], True),
+                (
+                    o_h if r else _wrap(o_h, -1, aj),
+                    Jh[p][0] if r else _wrap(Jh[p][1], -1, 1),
+                    Eh[p][0] if r else jnp.roll(Eh[p][1], 1, 1),
+                    False,
+                ),
+                (_wrap(o_v, 1, ai) if p else o_v, Jv[p][r], Ev[p][r], True),
+                (
+                    o_v if p else _wrap(o_v, -1, ai),
+                    Jv[0][r] if p else _wrap(Jv[1][r], -1, 0),
+                    Ev[0][r] if p else jnp.roll(Ev[1][r], 1, 0),
+                    False,
+                ),
+            )
+            logits = []
+            for a in range(q):
+                value = grid(fields[p][r][:, :, a])
+                for x, Jd, e, first in nbs:
+                    if chains_last:
+                        for b in range(q):
+                            value = value + jnp.where(x == b, grid(Jd[:, :, a, b] if first else Jd[:, :, b, a]), 0.0)
+                    else:
+                        offset = grid(e * (q * q) + (a * q if first else a))
+                        value = value + J_flat[offset + x.astype(jnp.int32) * (1 if first else q)]
+                logits.append(beta * value)
+            top = logits[0]
+            for v in logits[1:]:
+                top = jnp.maximum(top, v)
+            partial, total = [], jnp.zeros_like(top)
+            for v in logits:
+                total = total + jnp.exp(v - top)
+                partial.append(total)
+            target = (u >> 8).astype(jnp.float32) * jnp.float32(2.0**-24) * total
+            new = jnp.zeros(shape, jnp.int8)
+            for s in partial[:-1]:
+                new = new + (s <= target).astype(jnp.int8)
+            out[(p, r)] = new
+        return out
+
+    @jax.jit
+    def run(key, S, J, h, beta):
+        chains = S[(0, 0)].shape[-1 if chains_last else 0]
+        data = jax.random.key_data(jax.random.split(key, chains))
+        k1, k2 = (data[:, 0], data[:, 1]) if chains_last else (data[:, 0, None, None], data[:, 1, None, None])
+
+        def parity(a):
+            return [[a[p::2, r::2] for r in (0, 1)] for p in (0, 1)]
+
+        n = height * width
+        Jh, Jv = parity(J[:n].reshape(height, width, q, q)), parity(J[n:].reshape(height, width, q, q))
+        edges = np.arange(n, dtype=np.int32).reshape(height, width)
+        Eh, Ev = parity(jnp.asarray(edges)), parity(jnp.asarray(edges + n))
+        fields = parity(h.reshape(height, width, q))
+        J_flat = J.reshape(-1)
+
+        def sweep(S, t):
+            S = dict(S)
+            S.update(colour(S, Jh, Jv, Eh, Ev, fields, J_flat, beta, 0, k1, k2, 2 * t))
+            S.update(colour(S, Jh, Jv, Eh, Ev, fields, J_flat, beta, 1, k1, k2, 2 * t + 1))
+            return S, None
+
+        return jax.lax.scan(sweep, S, jnp.arange(num_sweeps, dtype=jnp.uint32))[0]
+
+    return run

@@ -22,7 +22,12 @@ learners).  Three scan orders:
     a density with pairwise couplings
     (:class:`~ugm_infer.kernels.pairwise.CouplingLogDensity`, dense Boltzmann
     machines and semi-RBMs) updates its single-site blocks from incrementally
-    maintained fields (:mod:`~ugm_infer.kernels.pairwise`).  ``method="multispin"``
+    maintained fields (:mod:`~ugm_infer.kernels.pairwise`); the density of a
+    ``lattice_potts`` model with even sizes
+    (:class:`~ugm_infer.kernels.potts_lattice.PottsLogDensity`) runs the
+    four-sub-lattice Potts sweep of :mod:`~ugm_infer.kernels.potts_lattice`, the chain
+    kept in that layout (:class:`~ugm_infer.kernels.potts_lattice.PottsLatticeState`).
+    ``method="multispin"``
     selects the bit-packed lattice sweep (:mod:`~ugm_infer.kernels.multispin`).
 ``"systematic"``
     single-site updates in a fixed order (variables in declaration order, sites in
@@ -50,7 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
-from ugm_infer.kernels import _updates, checkerboard, multispin, pairwise
+from ugm_infer.kernels import _updates, checkerboard, multispin, pairwise, potts_lattice
 from ugm_infer.kernels._common import (
     attach_recipe,
     check_initial_logdensity,
@@ -101,6 +106,11 @@ def init(position: dict, logdensity_fn: Callable | None = None) -> GibbsState | 
     layout = _lattice_layout(position, logdensity_fn)
     if layout is not None:
         return checkerboard.state_type(layout)(*layout.pack(position[layout.name]))
+    potts = potts_lattice.lattice_of(logdensity_fn)
+    if potts is not None and isinstance(position, dict) and set(position) == {"x"}:
+        x = position["x"]
+        if jnp.shape(x) == (potts.height * potts.width,):
+            return potts_lattice.state_type(potts, jnp.result_type(x)).of(potts.split(x))
     return GibbsState(dict(position))
 
 
@@ -269,6 +279,7 @@ def build_kernel(
         return _multispin_kernel(model, scan, num_sweeps, reverse)
     sweep = build_sweep(model, scan, params, reverse)
     lattice_sweeps: dict = {}  # four-sub-lattice sweeps by layout, built at first use
+    potts_steps: dict = {}  # four-sub-lattice Potts sweeps by lattice, built at first use
 
     def run(rng_key, start, logdensity_fn):
         if num_sweeps == 1:
@@ -284,6 +295,14 @@ def build_kernel(
         table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
         return lattice_sweeps[layout](rng_key, *words, table)
 
+    def run_potts(rng_key, lat, sites, logdensity_fn):
+        if lat not in potts_steps:
+            potts_steps[lat] = potts_lattice.build_step(lat, num_sweeps, reverse)
+        tables = logdensity_fn.tables
+        if tables is None:
+            tables = potts_lattice.sweep_tables(lat, logdensity_fn.J, logdensity_fn.h)
+        return potts_steps[lat](rng_key, sites, logdensity_fn.J, tables, logdensity_fn.beta)
+
     def kernel(rng_key, state: GibbsState, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
         if isinstance(state, checkerboard.LatticeGibbsState):
             layout = type(state).layout
@@ -294,7 +313,20 @@ def build_kernel(
             # another target or scan order: the generic sweep of the unpacked position
             words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])
             return type(state)(*words), GibbsInfo(checkerboard.count_changed(tuple(state), words))
+        if isinstance(state, potts_lattice.PottsLatticeState):
+            lat = type(state).lattice
+            if scan == "block" and potts_lattice.lattice_of(logdensity_fn, model) == lat:
+                new = type(state)(*run_potts(rng_key, lat, tuple(state), logdensity_fn))
+            else:  # another target or scan order: the generic sweep of the joined position
+                new = type(state).of(lat.split(run(rng_key, state.position, logdensity_fn)["x"]))
+            return new, GibbsInfo(potts_lattice.count_changed(state, new))
         start = state.position
+        potts = potts_lattice.lattice_of(logdensity_fn, model) if scan == "block" else None
+        if potts is not None and set(start) == {"x"}:  # a plain state under a lattice Potts density
+            sub = tuple(potts_lattice.PottsLatticeState.of(potts.split(start["x"])))
+            sub = run_potts(rng_key, potts, sub, logdensity_fn)
+            x = potts.join(jnp.stack(sub, axis=-3), start["x"].dtype)
+            return GibbsState({"x": x}), GibbsInfo(_updates.count_changed(start, {"x": x}))
         layout = _lattice_layout(start, logdensity_fn) if scan == "block" else None
         if layout is not None:  # a plain state under a lattice density: sweep in the lattice layout
             words = run_lattice(rng_key, layout, layout.pack(start[layout.name]), logdensity_fn)

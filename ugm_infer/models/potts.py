@@ -39,6 +39,11 @@ Fast Gibbs sampling
     to ``q`` log-density evaluations per site (exact, slower).  Every learner of
     :mod:`ugm_infer.learn` accepts it as ``kernel=``.
 
+    For :func:`lattice_potts` with even sizes the block-Gibbs kernel
+    (``ui.kernels.gibbs``, the default of ``ui.sample`` and the learners) recognises
+    the same log-density and runs the four-sub-lattice sweep of
+    :mod:`ugm_infer.kernels.potts_lattice`.
+
 References
 ----------
 Potts, R. B. (1952). Some generalized order-disorder transformations. Proc. Camb.
@@ -61,6 +66,7 @@ from blackjax import GenerateSamplingAPI
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.domains import Categorical
+from ugm_infer.kernels.potts_lattice import PottsLogDensity
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (
     bound_algorithm,
@@ -87,43 +93,6 @@ __all__ = [
     "lattice_potts",
     "potts_gibbs",
 ]
-
-
-class PottsLogDensity:
-    """``x -> -beta E(params, x)`` that also tells :data:`potts_gibbs` its parameters.
-
-    Returned by :meth:`Potts.logdensity_fn`.  Calling it evaluates the log-density of
-    one configuration ``{"x": (n,)}`` like any ``logdensity_fn``; the fast kernel reads
-
-    ``beta``
-        the inverse temperature (may be traced);
-    ``J``
-        the couplings as the energy uses them: dense ``(n, n, q, q)`` symmetrised with
-        a zero diagonal, or ``(m, q, q)`` for an edge list;
-    ``h``
-        the fields ``(n, q)``;
-    ``structure``
-        ``(n, q, edges-or-None)`` of the model, to check the kernel was built for it.
-    """
-
-    def __init__(self, fn: Callable, J: jax.Array, h: jax.Array, beta: Any, structure: tuple):
-        self._fn = fn
-        self.J = J
-        self.h = h
-        self.beta = beta
-        self.structure = structure
-
-    def __call__(self, state):
-        return self._fn(state)
-
-    def tempered(self, beta: Any) -> PottsLogDensity:
-        """``x -> beta * self(x)``, still a :class:`PottsLogDensity` (inverse temperature ``beta * self.beta``).
-
-        For tempering schemes (parallel tempering, tempered transitions) that want to
-        keep :data:`potts_gibbs` on its fast path at every temperature.
-        """
-        fn = self._fn
-        return PottsLogDensity(lambda state: beta * fn(state), self.J, self.h, beta * self.beta, self.structure)
 
 
 class Potts(EnergyModel):
@@ -207,7 +176,8 @@ class Potts(EnergyModel):
         J = jnp.asarray(params["J"])
         if self.edges is None:
             J = symmetric_offdiagonal(J, (1, 0, 3, 2))
-        return PottsLogDensity(fn, J, jnp.asarray(params["h"]), beta, self._structure_key)
+        lattice = getattr(self, "lattice_potts_shape", None)
+        return PottsLogDensity(fn, J, jnp.asarray(params["h"]), beta, self._structure_key, lattice)
 
     @property
     def _structure_key(self) -> tuple:
@@ -317,6 +287,7 @@ def lattice_potts(height: int, width: int, num_states: int, *, periodic: bool = 
         name=f"lattice_potts({height}x{width}, {'periodic' if periodic else 'open'})",
     )
     model.height, model.width, model.periodic = height, width, periodic
+    model.lattice_potts_shape = (height, width, periodic)  # read by the block-Gibbs kernel's lattice sweep
     return model
 
 

@@ -1,0 +1,194 @@
+"""The four-sub-lattice block-Gibbs sweep of ``ui.models.lattice_potts`` (``ugm_infer.kernels.potts_lattice``).
+
+The block Gibbs kernel runs the sweep when it gets the model's own ``PottsLogDensity``
+(even sizes).  Checked here, chi-square at alpha = 1e-6 with fixed seeds (``stat_utils``):
+
+* the full joint on an open 2x4 lattice with q = 3 (random per-bond couplings and
+  per-site fields, beta = 0.9) against enumeration, 20,000 chains (all chains batched:
+  the many-chain form), with power against the wrong beta;
+* one step from a fixed state on a 4x6 torus (every bond direction, wrap-around): each
+  site's distribution against the exact one (the first colour's sites from their
+  conditionals, the second colour's a mixture over their neighbours' new values),
+  for one chain and many chains, with the couplings selected by value (q = 3) and
+  gathered (q = 3 forced, and q = 18), and the colours in reverse order; the generic
+  block sweep (the path it replaces) passes the same test;
+* that ``ui.sample`` runs it and a PCD learner, parallel tempering and tempered
+  transitions build it (traced only);
+  odd sizes and other densities keep the generic path.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import brute_force, run_chains
+from stat_utils import assert_distribution_differs, assert_distribution_matches, state_index
+
+import ugm_infer as ui
+from ugm_infer.kernels import potts_lattice
+
+gibbs_module = importlib.import_module("ugm_infer.kernels.gibbs")
+CHAINS = 20000
+
+
+def _params(model, seed, scale=0.8, field=0.5):
+    return model.init_params(jax.random.key(seed), scale=scale, field_scale=field)
+
+
+def test_open_lattice_matches_enumeration():
+    model = ui.models.lattice_potts(2, 4, 3)
+    params = _params(model, 0, scale=1.2)
+    ld = model.logdensity_fn(params, 0.9)
+    assert potts_lattice.lattice_of(ld, model) is not None
+    kernel = gibbs_module.build_kernel(model, "block")
+    start = model.random_state(jax.random.key(1), CHAINS)
+    x = run_chains(kernel, gibbs_module.init, ld, start, jax.random.key(2), 25)
+    idx = state_index(x, model)
+    assert_distribution_matches(idx, brute_force(model, params, 0.9), label="2x4 open, q=3")
+    assert_distribution_differs(idx, brute_force(model, params, 0.3), label="beta ignored")
+
+
+def _site_conditionals(model, params, beta, x):
+    """Exact conditional probabilities ``(n, q)`` of every site given ``x`` (numpy, from the edge list)."""
+    J, h = np.asarray(params["J"], np.float64), np.asarray(params["h"], np.float64)
+    logits = h.copy()
+    for e, (i, j) in enumerate(model.edges):
+        logits[i] += J[e, :, x[j]]
+        logits[j] += J[e, x[i], :]
+    logits = beta * logits
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    return p / p.sum(1, keepdims=True)
+
+
+def _one_step_marginals(model, params, beta, x, first_colour):
+    """Exact distribution of each site after one block sweep from ``x`` (colour ``first_colour`` first)."""
+    q = model.num_states
+    colours = np.asarray(ui.models.lattice_colors(model.height, model.width, model.periodic)).reshape(-1)
+    cond = _site_conditionals(model, params, beta, x)
+    out = np.zeros_like(cond)
+    neighbours = [[] for _ in range(x.size)]
+    for e, (i, j) in enumerate(model.edges):
+        neighbours[i].append((e, j, True))
+        neighbours[j].append((e, i, False))
+    J, h = np.asarray(params["J"], np.float64), np.asarray(params["h"], np.float64)
+    for i in range(x.size):
+        if colours[i] == first_colour:
+            out[i] = cond[i]
+            continue
+        nbrs = neighbours[i]  # the first colour's sites, drawn independently
+        for combo in np.ndindex(*(q,) * len(nbrs)):
+            weight = np.prod([cond[j, v] for (_, j, _), v in zip(nbrs, combo)])
+            logits = h[i].copy()
+            for (e, _, first), v in zip(nbrs, combo):
+                logits += J[e, :, v] if first else J[e, v, :]
+            p = np.exp(beta * logits - (beta * logits).max())
+            out[i] += weight * p / p.sum()
+    return out
+
+
+def _one_step(model, ld, x, batched, reverse, chains):
+    kernel = gibbs_module.build_kernel(model, "block", reverse=reverse)
+    keys = jax.random.split(jax.random.key(7), chains)
+    xs = jnp.broadcast_to(jnp.asarray(x, jnp.int32), (chains, x.size))
+
+    def one(key, xx):
+        state = gibbs_module.init({"x": xx}, ld)
+        return kernel(key, state, ld)[0].position["x"]
+
+    run = jax.vmap(one) if batched else (lambda k, xx: jax.lax.map(lambda a: one(*a), (k, xx)))
+    return np.asarray(jax.jit(run)(keys, xs))
+
+
+@pytest.mark.parametrize(
+    "q,batched,reverse,plain",
+    [
+        (3, True, False, False),
+        (3, False, False, False),
+        (3, True, True, False),
+        (-3, True, False, False),  # -q: the couplings gathered (as for q > MAX_SELECT_STATES)
+        (-3, False, False, False),
+        pytest.param(18, True, False, False, marks=pytest.mark.slow),  # q^4 mixtures in numpy: ~100 s
+        pytest.param(3, True, False, True, marks=pytest.mark.slow),  # the generic path: ~13 s
+    ],
+)
+def test_one_step_from_a_fixed_state_is_exact(q, batched, reverse, plain, monkeypatch):
+    if q < 0:
+        q = -q
+        monkeypatch.setattr(potts_lattice, "MAX_SELECT_STATES", 0)
+    model = ui.models.lattice_potts(4, 6, q, periodic=True)
+    params = _params(model, q, scale=1.0, field=0.7)
+    ld = model.logdensity_fn(params, 0.8)
+    if plain:  # the generic block sweep: the path the lattice sweep replaces
+        ld = (lambda f: lambda s: f(s))(ld)
+    x = np.asarray(jax.random.randint(jax.random.key(3), (24,), 0, q))
+    chains = 4000 if not batched else 20000
+    draws = _one_step(model, ld, x, batched, reverse, chains)
+    exact = _one_step_marginals(model, params, 0.8, x, 1 if reverse else 0)
+    for i in range(24):
+        assert_distribution_matches(draws[:, i], exact[i], label=f"site {i}, q={q}, batched={batched}, reverse={reverse}")
+
+
+def test_states_stay_in_the_lattice_layout():
+    model = ui.models.lattice_potts(4, 6, 3, periodic=True)
+    params = _params(model, 0)
+    ld = model.logdensity_fn(params)
+    x = model.random_state(jax.random.key(0))
+    state = gibbs_module.init(x, ld)
+    assert isinstance(state, potts_lattice.PottsLatticeState) and state.sites.dtype == jnp.int8
+    np.testing.assert_array_equal(state.position["x"], x["x"])
+    assert state.position["x"].dtype == x["x"].dtype
+    assert isinstance(gibbs_module.init(x, ld.tempered(0.5)), potts_lattice.PottsLatticeState)
+    # other densities and odd sizes: the generic state
+    assert isinstance(gibbs_module.init(x, lambda s: ld(s)), gibbs_module.GibbsState)
+    odd = ui.models.lattice_potts(3, 3, 3, periodic=True)
+    assert potts_lattice.lattice_of(odd.logdensity_fn(odd.init_params(jax.random.key(0)))) is None
+    other = ui.models.lattice_potts(4, 6, 3, periodic=False)
+    assert potts_lattice.lattice_of(other.logdensity_fn(other.init_params(jax.random.key(0))), model) is None
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    seen = []
+    original = potts_lattice.build_step
+
+    def recording(lat, *args, **kwargs):
+        seen.append(lat)
+        return original(lat, *args, **kwargs)
+
+    monkeypatch.setattr(potts_lattice, "build_step", recording)
+    return seen
+
+
+def test_user_facing_paths_take_the_lattice_sweep(calls):
+    model = ui.models.lattice_potts(4, 4, 3, periodic=True)
+    params = _params(model, 1)
+    x0 = model.random_state(jax.random.key(0), 4)
+    out = ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), x0, 3)
+    assert calls and isinstance(out.final_state, potts_lattice.PottsLatticeState)
+    assert out.states["x"].shape == (4, 3, 16) and out.states["x"].dtype == jnp.int32
+    # the other paths are only traced (jax.eval_shape: no compilation): which sweep they build is the point here
+    for name, build in [
+        ("pt", lambda: ui.kernels.parallel_tempering(model, params, betas=[0.5, 1.0])),
+        ("tt", lambda: ui.kernels.tempered_transitions(model, params, betas=[0.5, 1.0])),
+    ]:
+        calls.clear()
+        algorithm = build()
+        state = algorithm.init(model.random_state(jax.random.key(2)))
+        jax.eval_shape(algorithm.step, jax.random.key(3), state)
+        assert calls, f"{name} did not run the lattice sweep"
+    calls.clear()
+    learner = ui.learn.pcd(model, num_particles=8)
+    state = learner.init(jax.random.key(4), params)
+    jax.eval_shape(learner.step, jax.random.key(5), state, model.random_state(jax.random.key(6), 8))
+    assert calls, "the PCD learner did not run the lattice sweep"
+
+
+def test_odd_torus_keeps_the_generic_path(calls):
+    model = ui.models.lattice_potts(3, 3, 2, periodic=True)
+    params = _params(model, 2)
+    ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), model.random_state(jax.random.key(0), 2), 2)
+    assert not calls
