@@ -165,7 +165,12 @@ def lattice_case():
     return model, LATTICE_PARAMS, brute_force(model, LATTICE_PARAMS)
 
 
-@pytest.mark.parametrize("kind,scan", KERNELS_RANDOM_SLOW)
+# the lattice sweep is the block scan; the other scans of a lattice model run the generic sweeps that the
+# other models of this file test in the default run
+@pytest.mark.parametrize(
+    "kind,scan",
+    [pytest.param(k, s, id=f"{k}-{s}", marks=[] if s == "block" else [pytest.mark.slow]) for k, s in KERNELS],
+)
 def test_lattice_detected_checkerboard(lattice_case, kind, scan, key):
     model, params, probs = lattice_case
     checker = (np.add.outer(np.arange(4), np.arange(4)) % 2).astype(bool)

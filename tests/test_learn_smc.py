@@ -103,6 +103,9 @@ def test_pf_mcmc_mle_reaches_the_mle(problem):
     assert abs(float(jax.scipy.special.logsumexp(state.log_weights))) < 1e-4
 
 
+# about 30 s: in the default run PSMC is covered by the exact particle-system tests of test_psmc_bridges.py and by
+# the quick examples vbm_learning_rates and psmc_rbm, which CI compares with their references
+@pytest.mark.slow
 def test_psmc_reaches_the_mle(problem):
     """200 particles, half re-initialised every update, sigma* = 0.9, steps 40 / (100 + t)."""
     learner = ui.learn.psmc(problem.model, None, optax.sgd(ui.learn.robbins_monro(40.0, 100.0)), 200)

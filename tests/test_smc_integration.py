@@ -91,9 +91,10 @@ def check_log_z(estimates, exact, label):
     "name,make",
     [
         ("gibbs-block", lambda m: (ui.kernels.gibbs.build_kernel(m, "block", params=PARAMS), ui.kernels.gibbs.init)),
-        (
+        pytest.param(  # the same SMC with another move kernel: CI runs the block-Gibbs one
             "metropolis-systematic",
             lambda m: (ui.kernels.metropolis.build_kernel(m, "systematic"), ui.kernels.metropolis.init),
+            marks=pytest.mark.slow,
         ),
     ],
 )
