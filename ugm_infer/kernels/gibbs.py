@@ -298,10 +298,8 @@ def build_kernel(
     def run_potts(rng_key, lat, sites, logdensity_fn):
         if lat not in potts_steps:
             potts_steps[lat] = potts_lattice.build_step(lat, num_sweeps, reverse)
-        tables = logdensity_fn.tables
-        if tables is None:
-            tables = potts_lattice.sweep_tables(lat, logdensity_fn.J, logdensity_fn.h)
-        return potts_steps[lat](rng_key, sites, logdensity_fn.J, tables, logdensity_fn.beta)
+        # a density lattice_of accepts made its sweep tables when it was created
+        return potts_steps[lat](rng_key, sites, logdensity_fn.J, logdensity_fn.tables, logdensity_fn.beta)
 
     def kernel(rng_key, state: GibbsState, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
         if isinstance(state, checkerboard.LatticeGibbsState):
