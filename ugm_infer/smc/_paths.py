@@ -71,11 +71,15 @@ import numpy as np
 from ugm_infer.domains import Binary, Domain, Spin
 from ugm_infer.exact import _as_float, single_site_deltas
 from ugm_infer.kernels._common import is_concrete, resolve_structure
+from ugm_infer.kernels._updates import SiteLogitsLogDensity
+from ugm_infer.kernels.pairwise import CouplingLogDensity
 
 __all__ = [
     "base_log_probs",
     "float_dtype",
     "base_logdensity",
+    "is_uniform_base",
+    "bridge_logdensity",
     "sample_base",
     "resolve_latent",
     "latent_deltas",
@@ -295,6 +299,57 @@ def base_logdensity(variables: Mapping[str, Domain], log_probs: Mapping[str, jax
             idx = d.to_index(x)
             total = total + jnp.sum(jnp.take_along_axis(lp, idx[..., None], axis=-1))
     return total
+
+
+def is_uniform_base(log_probs: Mapping[str, Any]) -> bool:
+    """True when every site of every variable is uniform under the base (concrete ``log_probs``).
+
+    Then :math:`(1-\\beta)\\log p_0` is a constant and the path's densities are the model's
+    own tempered densities up to that constant (see :func:`bridge_logdensity`).
+    """
+    for lp in log_probs.values():
+        arr = np.asarray(lp)
+        if arr.size and not np.all(arr == arr[..., :1]):
+            return False
+    return True
+
+
+def bridge_logdensity(
+    model: Any, params: Any, variables: Mapping[str, Domain], log_probs: Mapping, beta: Any, uniform_base: bool
+):
+    r"""The path's log-density :math:`(1-\beta)\log p_0(x) - \beta E(x)` over all ``variables``, in the model's fast form.
+
+    Built from ``model.logdensity_fn(params, beta)`` so that the block-Gibbs kernel
+    keeps the model's exact fast sweeps along the path:
+
+    * ``uniform_base`` (:func:`is_uniform_base`): the base term is a constant, so the
+      model's own density is returned (lattice Ising and Potts sweeps, incremental
+      fields, closed-form site log-odds, ERGM change statistics);
+    * a :class:`~ugm_infer.kernels.pairwise.CouplingLogDensity`: the base is affine in
+      each binary/spin site, so the bridge has the same pairwise couplings
+      (:math:`\beta L` of a semi-RBM, :math:`\beta W` of a dense Boltzmann machine);
+    * a :class:`~ugm_infer.kernels.SiteLogitsLogDensity`: the base adds
+      :math:`(1-\beta)(L_{i1} - L_{i0})` to each binary/spin site's log-odds;
+    * otherwise the plain sum.
+    """
+    own = model.logdensity_fn(params, beta)
+    if uniform_base:
+        return own
+
+    def fn(x):
+        return (1.0 - beta) * base_logdensity(variables, log_probs, x) + own(x)
+
+    if isinstance(own, CouplingLogDensity):
+        return CouplingLogDensity(fn, own.couplings)
+    if isinstance(own, SiteLogitsLogDensity):
+        shifts = {n: lp[..., 1] - lp[..., 0] for n, lp in log_probs.items() if isinstance(variables[n], (Binary, Spin))}
+
+        def site_logits(position):
+            logits = own.site_logits(position)
+            return {n: v + (1.0 - beta) * shifts[n].astype(v.dtype) if n in shifts else v for n, v in logits.items()}
+
+        return SiteLogitsLogDensity(fn, site_logits)
+    return fn
 
 
 def sample_base(rng_key: jax.Array, variables: Mapping[str, Domain], log_probs: Mapping, num: int) -> dict:

@@ -234,7 +234,9 @@ def _kahan_add(total: jax.Array, comp: jax.Array, x: jax.Array) -> tuple[jax.Arr
     return t, (t - total) - y
 
 
-def _build_run(model: Any, latent: str | None, method: str | None, num_sweeps: int, num_runs: int):
+def _build_run(
+    model: Any, latent: str | None, method: str | None, num_sweeps: int, num_runs: int, uniform_base: bool = False
+):
     variables = model.variables
     names = tuple(n for n in variables if n != latent)
     kernel_model = _latent_first(model, latent)
@@ -254,8 +256,8 @@ def _build_run(model: Any, latent: str | None, method: str | None, num_sweeps: i
             log_base_x = _paths.base_logdensity(variables, annealed_probs, x)
             return -(b - a) * log_base_x - _paths.free_energy_difference(e0, delta, a, b, log_probs[latent])
 
-        def joint_logdensity(beta):
-            return lambda x: (1.0 - beta) * logbase(x) - beta * _paths._as_float(model.energy(params, x))
+        def joint_logdensity(beta):  # the model's fast form where it has one (lattice, pairwise, site log-odds)
+            return _paths.bridge_logdensity(model, params, variables, log_probs, beta, uniform_base)
 
         def one_run(key, x):
             def step(carry, inp):
@@ -293,13 +295,16 @@ def _check_states(model: Any, state: Any, names: tuple[str, ...], argname: str) 
     return {n: jnp.asarray(arr, dtype=model.variables[n].dtype) for n, arr in arrays.items()}, num
 
 
-def _anneal(model, latent, method, num_sweeps: int, num_runs: int, *, reverse: bool) -> Callable:
+def _anneal(model, latent, method, num_sweeps: int, num_runs: int, *, reverse: bool, uniform_base: bool) -> Callable:
     """``run(rng_key, params, log_probs, betas, dtype, x_init) -> AISResult``: the cached annealing runs.
 
     Forward AIS anneals along ``betas``; reverse AIS along them reversed, from ``x_init``.
+    ``uniform_base``: the base is uniform at every site (:func:`~ugm_infer.smc._paths.is_uniform_base`).
     """
     run = _cache(
-        model, ("ais", latent, method, num_sweeps, num_runs), lambda: _build_run(model, latent, method, num_sweeps, num_runs)
+        model,
+        ("ais", latent, method, num_sweeps, num_runs, uniform_base),
+        lambda: _build_run(model, latent, method, num_sweeps, num_runs, uniform_base),
     )
 
     def anneal(rng_key, params, log_probs, betas, dtype, x_init) -> AISResult:
@@ -422,7 +427,7 @@ def ais(
     )
     key_init, key_run = jax.random.split(rng_key)
     x_init = _paths.sample_base(key_init, model.variables, {n: log_probs[n] for n in names}, num_runs)
-    run = _anneal(model, latent, method, num_sweeps, num_runs, reverse=False)
+    run = _anneal(model, latent, method, num_sweeps, num_runs, reverse=False, uniform_base=_paths.is_uniform_base(log_probs))
     return run(key_run, params, log_probs, betas, dtype, x_init)
 
 
@@ -473,7 +478,7 @@ def reverse_ais(
         model, params, base, data, pseudo_count, analytic, num_sweeps
     )
     x_init, num_runs = _check_states(model, initial_state, names, "initial_state")
-    run = _anneal(model, latent, method, num_sweeps, num_runs, reverse=True)
+    run = _anneal(model, latent, method, num_sweeps, num_runs, reverse=True, uniform_base=_paths.is_uniform_base(log_probs))
     return run(rng_key, params, log_probs, betas, dtype, x_init)
 
 
@@ -635,7 +640,7 @@ def _conditional_ais_fn(model, visible, params, v0, num_runs, num_sweeps, analyt
     latent, method = _paths.resolve_latent(cond, cond_params, analytic)
     names = tuple(n for n in cond.variables if n != latent)
     log_probs = _paths.base_log_probs(cond, "uniform", tuple(cond.variables), dtype=_paths.float_dtype(cond, cond_params))
-    run = _build_run(cond, latent, method, num_sweeps, num_runs)
+    run = _build_run(cond, latent, method, num_sweeps, num_runs, uniform_base=True)
 
     def one(key, params, v, betas):
         key_init, key_run = jax.random.split(key)

@@ -40,7 +40,7 @@ Neal, R. M. (2001). Annealed importance sampling. Statistics and Computing 11, 1
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -183,13 +183,16 @@ def _warn_few_replicates(num_replicates: int) -> None:
         )
 
 
+_DEFAULT_KERNEL = ("gibbs-block",)
+
+
 def _resolve_kernel(model: Any, params: Any, kernel: Any, kernel_init: Any) -> tuple[Any, Callable, Callable, tuple]:
     """``(model, kernel, kernel_init, cache key)``: block Gibbs by default, or the user's move."""
     if kernel is None:
         if kernel_init is not None:
             raise ValueError("`kernel_init` is only used with a custom `kernel`")
         model = resolve_structure(model, params)
-        key = ("gibbs-block",)
+        key = _DEFAULT_KERNEL
         return model, _cache(model, key, lambda: build_gibbs_kernel(model, "block", params=params)), gibbs_init, key
     if not callable(kernel):
         raise TypeError(f"`kernel` must be callable kernel(rng_key, state, logdensity_fn), got {type(kernel).__name__}")
@@ -230,13 +233,13 @@ def _record(hist: _History, i: jax.Array, state: TemperedSMCState, info: Any) ->
     )
 
 
-def _run_fixed(key, state, schedule, hist, smc_kernel, place, settings):
+def _run_fixed(key, state, schedule, hist, smc_kernel, place, settings, move_params):
     """The fixed schedule: one SMC step per entry of ``schedule[1:]`` (a ``lax.scan``)."""
 
     def body(carry, inp):
         state, log_z, hist = carry
         k, lam, i = inp
-        state, info = smc_kernel(k, state, settings.num_mcmc_steps, lam, {})
+        state, info = smc_kernel(k, state, settings.num_mcmc_steps, lam, move_params(state))
         state = state._replace(particles=place(state.particles))
         return (state, log_z + info.log_likelihood_increment, _record(hist, i, state, info)), None
 
@@ -248,7 +251,7 @@ def _run_fixed(key, state, schedule, hist, smc_kernel, place, settings):
     return state, log_z, jnp.asarray(n, jnp.int32), hist
 
 
-def _run_adaptive(key, state, hist, smc_kernel, place, settings):
+def _run_adaptive(key, state, hist, smc_kernel, place, settings, move_params):
     """The adaptive schedule: SMC steps until the tempering parameter reaches 1 (a ``lax.while_loop``)."""
     dtype = state.tempering_param.dtype
 
@@ -259,7 +262,7 @@ def _run_adaptive(key, state, hist, smc_kernel, place, settings):
     def body(carry):
         key, state, log_z, i, hist = carry
         key, key_step = jax.random.split(key)
-        state, info = smc_kernel(key_step, state, settings.num_mcmc_steps, {})
+        state, info = smc_kernel(key_step, state, settings.num_mcmc_steps, move_params(state))
         state = state._replace(tempering_param=state.tempering_param.astype(dtype), particles=place(state.particles))
         return key, state, log_z + info.log_likelihood_increment, i + 1, _record(hist, i, state, info)
 
@@ -268,8 +271,42 @@ def _run_adaptive(key, state, hist, smc_kernel, place, settings):
     return state, log_z, num, hist
 
 
-def _build_run(model: Any, kernel: Callable, kernel_init: Callable, resampling: Callable, settings: _Settings) -> Callable:
-    """The jitted ``run(rng_key, params, log_probs, schedule)`` over ``R`` vmapped replicates."""
+def _no_move_params(state: TemperedSMCState) -> dict:
+    return {}
+
+
+def _tempering_param(state: TemperedSMCState) -> dict:
+    """The MCMC parameters of the default move: the state's tempering parameter, shared by the particles."""
+    return {"tempering": state.tempering_param[None]}  # leading axis 1: shared (BlackJAX's convention)
+
+
+def _path_move(kernel: Callable, model: Any, params: Any, log_probs: Mapping, uniform_base: bool) -> Callable:
+    """The default move ``move(rng_key, state, logdensity_fn, tempering)`` on the path's density in its fast form.
+
+    BlackJAX hands the move ``logprior + lambda * loglik`` at the state's current
+    tempering parameter ``lambda``, which :func:`_tempering_param` passes as ``tempering``;
+    the move runs ``kernel`` on the same density (up to a constant) built by
+    :func:`~ugm_infer.smc._paths.bridge_logdensity`, which keeps the lattice, pairwise
+    and site-log-odds forms the block-Gibbs kernel has fast sweeps for.
+    """
+    variables = model.variables
+
+    def move(rng_key, state, logdensity_fn, tempering):
+        del logdensity_fn
+        return kernel(rng_key, state, _paths.bridge_logdensity(model, params, variables, log_probs, tempering, uniform_base))
+
+    return move
+
+
+def _build_run(
+    model: Any, kernel: Callable, kernel_init: Callable, resampling: Callable, settings: _Settings, path: tuple | None
+) -> Callable:
+    """The jitted ``run(rng_key, params, log_probs, schedule)`` over ``R`` vmapped replicates.
+
+    ``path``: ``None`` for a user's kernel (it gets BlackJAX's tempered closure), or
+    ``(uniform_base,)`` for the default block Gibbs, which gets the same density in the
+    model's fast form (:func:`~ugm_infer.smc._paths.bridge_logdensity`).
+    """
     variables = model.variables
     N, sharding = settings.num_particles, settings.particle_sharding
 
@@ -287,11 +324,15 @@ def _build_run(model: Any, kernel: Callable, kernel_init: Callable, resampling: 
         def loglik(x):
             return -_paths._as_float(model.energy(params, x)) - logprior(x)
 
+        move, move_params = kernel, _no_move_params
+        if path is not None:
+            move, move_params = _path_move(kernel, model, params, log_probs, path[0]), _tempering_param
+
         if settings.target_ess is None:
-            smc_kernel = _fixed_kernel(logprior, loglik, kernel, kernel_init, resampling)
+            smc_kernel = _fixed_kernel(logprior, loglik, move, kernel_init, resampling)
         else:
             smc_kernel = _adaptive_kernel(
-                logprior, loglik, kernel, kernel_init, resampling, settings.target_ess, root_solver=_dichotomy
+                logprior, loglik, move, kernel_init, resampling, settings.target_ess, root_solver=_dichotomy
             )
 
         def one_replicate(key):
@@ -301,9 +342,11 @@ def _build_run(model: Any, kernel: Callable, kernel_init: Callable, resampling: 
             nan = jnp.full((settings.num_slots,), jnp.nan, dtype)
             hist = _History(nan, nan, nan)
             if settings.target_ess is None:
-                state, log_z, num, hist = _run_fixed(key_smc, state, schedule, hist, smc_kernel, place, settings)
+                state, log_z, num, hist = _run_fixed(
+                    key_smc, state, schedule, hist, smc_kernel, place, settings, move_params
+                )
             else:
-                state, log_z, num, hist = _run_adaptive(key_smc, state, hist, smc_kernel, place, settings)
+                state, log_z, num, hist = _run_adaptive(key_smc, state, hist, smc_kernel, place, settings, move_params)
             return log_z, num, state.tempering_param, hist, state.particles, state.weights
 
         return jax.vmap(one_replicate)(jax.random.split(rng_key, settings.num_replicates))
@@ -432,10 +475,11 @@ def tempered_smc(
     model, kernel, kernel_init, kernel_key = _resolve_kernel(model, params, kernel, kernel_init)
     _warn_few_replicates(settings.num_replicates)
     settings_key = settings._replace(schedule=None)
+    path = (_paths.is_uniform_base(log_probs),) if kernel_key == _DEFAULT_KERNEL else None
     run = _cache(
         model,
-        ("tempered_smc", kernel_key, resampling_fn, settings_key),
-        lambda: _build_run(model, kernel, kernel_init, resampling_fn, settings),
+        ("tempered_smc", kernel_key, path, resampling_fn, settings_key),
+        lambda: _build_run(model, kernel, kernel_init, resampling_fn, settings, path),
     )
     log_z, num, final_lam, hist, particles, weights = run(rng_key, params, log_probs, jnp.asarray(settings.schedule, dtype))
     if settings.target_ess is not None:
