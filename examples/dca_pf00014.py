@@ -96,14 +96,15 @@ def fit_resumable(seqs, q, weights, args, callback, checkpoint_dir):
         return carry, dca.pearson_connected(fi_t, fij_t, pi, pij)
 
     path = os.path.join(checkpoint_dir, "checkpoint.npz")
-    history = {"update": [], "time": [], "pearson": []}
-    c, elapsed = 0, 0.0
+    history = {"update": [], "time": [], "cpu_time": [], "pearson": []}
+    c, elapsed, cpu = 0, 0.0, 0.0
     if os.path.isfile(path):
         with np.load(path) as z:
             params = {"J": jnp.asarray(z["J"]), "h": jnp.asarray(z["h"])}
             chains = jnp.asarray(z["chains"])
             c, elapsed = int(z["chunk"]), float(z["elapsed"])
-            history = {k: z[f"history_{k}"].tolist() for k in history}
+            cpu = float(z["cpu"]) if "cpu" in z else 0.0
+            history = {k: z[f"history_{k}"].tolist() if f"history_{k}" in z else [] for k in history}
         print(f"resumed from {path} at update {c * args.eval_every} ({elapsed:.0f} s of training)", flush=True)
     carry = (params, optimizer.init(params), chains)
     t0 = time.perf_counter()
@@ -115,12 +116,13 @@ def fit_resumable(seqs, q, weights, args, callback, checkpoint_dir):
             break
         if args.time_limit is not None and elapsed >= args.time_limit:
             break
-        t0 = time.perf_counter()
+        t0, p0 = time.perf_counter(), time.process_time()
         carry, pearson = compiled(jax.random.fold_in(key_train, c), carry)
         pearson = float(pearson)
         elapsed += time.perf_counter() - t0
+        cpu += time.process_time() - p0  # the process's CPU time: unaffected by waiting for a core
         c += 1
-        for k, v in (("update", c * args.eval_every), ("time", elapsed), ("pearson", pearson)):
+        for k, v in (("update", c * args.eval_every), ("time", elapsed), ("cpu_time", cpu), ("pearson", pearson)):
             history[k].append(v)
         callback(c * args.eval_every, elapsed, pearson)
         np.savez(
@@ -130,6 +132,7 @@ def fit_resumable(seqs, q, weights, args, callback, checkpoint_dir):
             chains=np.asarray(carry[2]),
             chunk=c,
             elapsed=elapsed,
+            cpu=cpu,
             **{f"history_{k}": np.asarray(v) for k, v in history.items()},
         )
         os.replace(path + ".tmp.npz", path)
@@ -226,6 +229,7 @@ def run(args) -> dict:
         "updates_done": res.history["update"][-1],
         "train_time_s": res.history["time"][-1],
         "seconds_per_update": res.history["time"][-1] / res.history["update"][-1],
+        "train_cpu_time_s": res.history["cpu_time"][-1] if res.history.get("cpu_time") else None,
         "precision_top_L": prec["precision"],
         "precision_top_L_4.5A": dca.contact_precision(scores, dist, threshold=4.5)["precision"],
         "precision_top_L_over_2": float(prec["ppv"][aln.length // 2 - 1]),
