@@ -158,3 +158,18 @@ def test_ais_semi_rbm_data_base_against_exact():
     res = ui.smc.ais(jax.random.key(6), model, params, num_runs=64, num_betas=1000, base="data", data={"v": data["v"]})
     assert res.analytic == "h"
     assert abs(float(res.log_Z) - log_z) < 4 * float(res.log_Z_se) + 0.02, (float(res.log_Z), float(res.log_Z_se), log_z)
+
+
+@pytest.mark.parametrize("name", ["ising 4x4 periodic", "potts 2x4 open"])
+def test_ais_on_a_lattice_against_exact(name):
+    """Uniform base: the chains stay in the lattice sweep's layout along the path (Ising: increments from the words)."""
+    if name.startswith("ising"):
+        model = ui.models.lattice_ising(4, 4)
+        params = model.init_params(J=0.44, h=0.1)
+    else:
+        model = ui.models.lattice_potts(2, 4, 3, periodic=False)
+        params = model.init_params(jax.random.key(2), scale=1.2, field_scale=0.5)
+    log_z = float(ui.exact.log_partition(model, params))
+    res = ui.smc.ais(jax.random.key(7), model, params, num_runs=64, num_betas=500)
+    assert abs(float(res.log_Z) - log_z) < 4 * float(res.log_Z_se) + 0.02, (float(res.log_Z), float(res.log_Z_se), log_z)
+    assert res.particles[next(iter(model.variables))].shape[0] == 64

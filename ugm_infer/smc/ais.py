@@ -9,7 +9,10 @@ to :math:`p \propto e^{-E}` through :math:`f_\beta(x) = p_0(x)^{1-\beta} e^{-\be
            x \sim T_{\beta_k}(x, \cdot),
 
 where :math:`T_\beta` is ``num_sweeps`` block-Gibbs sweeps invariant for
-:math:`f_\beta`.  Then :math:`\mathbb E[w] = Z` exactly, and with ``M`` runs
+:math:`f_\beta`, handed :math:`f_\beta` in the model's fast form
+(:func:`~ugm_infer.smc._paths.bridge_logdensity`: the lattice Ising and Potts
+sweeps under a uniform base, incremental fields for dense pairwise models, closed-form
+site log-odds), the chains kept in the kernel's own layout along the path.  Then :math:`\mathbb E[w] = Z` exactly, and with ``M`` runs
 
 .. math::  \log \hat Z = \log \frac1M \sum_m w_m, \qquad
            \mathrm{se} \approx \frac{\mathrm{sd}(w)}{\sqrt M\, \mathrm{mean}(w)}
@@ -67,8 +70,9 @@ import numpy as np
 from blackjax.smc.ess import log_ess
 from jax.scipy.special import xlogy
 
-from ugm_infer.kernels.gibbs import GibbsState
+from ugm_infer.kernels import checkerboard
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
+from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.latent import conditional_model, mean_field
 from ugm_infer.smc import _paths
 from ugm_infer.smc.tempered import _cache, log_mean_exp_and_se
@@ -259,18 +263,32 @@ def _build_run(
         def joint_logdensity(beta):  # the model's fast form where it has one (lattice, pairwise, site log-odds)
             return _paths.bridge_logdensity(model, params, variables, log_probs, beta, uniform_base)
 
+        of_words = getattr(model, "energy_of_words", None) if latent is None and uniform_base else None
+
+        def state_increment(state, a, b):
+            """:func:`increment` at the chain's configuration; a lattice chain's energy from its words."""
+            if of_words is not None and isinstance(state, checkerboard.LatticeGibbsState):
+                energy = of_words(params, type(state).layout, state.even, state.odd)
+                if energy is not None:  # a uniform base: log p_0 is the same at every x
+                    base = sum(jnp.sum(lp[..., 0]) for lp in log_probs.values())
+                    return (b - a) * (-_paths._as_float(energy) - base)
+            return increment(state.position, a, b)
+
         def one_run(key, x):
+            # the chain stays in the kernel's own layout (a lattice's sub-lattices) along the path:
+            # converting a configuration in and out of it at every step costs many sweeps
             def step(carry, inp):
-                x, total, comp = carry
+                state, total, comp = carry
                 a, b, k = inp
-                total, comp = _kahan_add(total, comp, increment(x, a, b))
-                state, _ = kernel(jax.random.fold_in(key, k), GibbsState(x), joint_logdensity(b))
-                return (state.position, total, comp), None
+                total, comp = _kahan_add(total, comp, state_increment(state, a, b))
+                state, _ = kernel(jax.random.fold_in(key, k), state, joint_logdensity(b))
+                return (state, total, comp), None
 
             zero = jnp.zeros((), betas.dtype)  # float32, or float64 with x64 and float64 params
             steps = (betas[:-1], betas[1:], jnp.arange(betas.shape[0] - 1))
-            (x, total, _), _ = jax.lax.scan(step, (x, zero, zero), steps)
-            return x, total
+            start = gibbs_init(x, joint_logdensity(betas[0]))
+            (state, total, _), _ = jax.lax.scan(step, (start, zero, zero), steps)
+            return state.position, total
 
         key_latent, key_runs = jax.random.split(rng_key)
         x = {n: x_init[n] for n in names}
