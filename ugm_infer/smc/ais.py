@@ -12,7 +12,8 @@ where :math:`T_\beta` is ``num_sweeps`` block-Gibbs sweeps invariant for
 :math:`f_\beta`, handed :math:`f_\beta` in the model's fast form
 (:func:`~ugm_infer.smc._paths.bridge_logdensity`: the lattice Ising and Potts
 sweeps under a uniform base, incremental fields for dense pairwise models, closed-form
-site log-odds), the chains kept in the kernel's own layout along the path.  Then :math:`\mathbb E[w] = Z` exactly, and with ``M`` runs
+site log-odds), the chains kept in the kernel's own layout along the path.  Then
+:math:`\mathbb E[w] = Z` exactly, and with ``M`` runs
 
 .. math::  \log \hat Z = \log \frac1M \sum_m w_m, \qquad
            \mathrm{se} \approx \frac{\mathrm{sd}(w)}{\sqrt M\, \mathrm{mean}(w)}
