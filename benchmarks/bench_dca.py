@@ -12,8 +12,12 @@ last step, i.e. from the start of training with its per-step bookkeeping -- AIS
 log-weights, log-likelihood and entropy estimates -- included, data loading and
 reweighting excluded; ugm_infer: the training loop, compilation excluded and reported
 separately), and the Pearson correlation of the connected correlations (data vs
-chains) after the last update, which both compute the same way.  The ratio comes from
-one run of each.
+chains) after the last update, which both compute the same way.  The two run
+alternately, ``--repeats`` times (adabmDCA, then ugm_infer, then adabmDCA again ...),
+each repeat a fresh training run of ``--epochs`` updates; the speed ratio is the median
+(and min-max) of the per-repeat paired ratios of seconds per update.  ``--cpu K`` pins
+the benchmark and everything it starts to CPU core ``K`` (both then share one core,
+one after the other).
 
 adabmDCA runs in a separate virtual environment (it needs PyTorch); give its CLI with
 ``--adabmdca`` (default ``/work/dca-venv/bin/adabmDCA``) or reuse a finished run with
@@ -23,8 +27,8 @@ which is fairer on a shared machine.
 
 Run::
 
-    python benchmarks/bench_dca.py --epochs 50                 # runs adabmDCA, then ugm_infer
-    python benchmarks/bench_dca.py --epochs 50 --adabmdca-dir out/ada50
+    python benchmarks/bench_dca.py --epochs 20 --repeats 3 --cpu 1   # alternated, pinned to core 1
+    python benchmarks/bench_dca.py --epochs 50 --adabmdca-dir out/ada50   # reuse one adabmDCA run
     python benchmarks/bench_dca.py --quick                     # 2 updates of each (a smoke test)
 
 Prints a markdown table and writes ``benchmarks/results/bench_dca.json``.
@@ -38,6 +42,8 @@ import os
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the Pfam alignment is not shipped with the repository: ../shared/data/pfam beside the repository root, or $UGM_DATA/pfam
@@ -57,10 +63,12 @@ def parse_args(argv=None):
     p.add_argument("--adabmdca-dir", dest="adabmdca_dir", default=None, help="reuse this finished adabmDCA run")
     p.add_argument("--workdir", default="out/bench_dca")
     p.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
+    p.add_argument("--repeats", type=int, default=3, help="alternated runs of each (paired ratios)")
+    p.add_argument("--cpu", type=int, default=None, help="pin everything to this CPU core")
     p.add_argument("--quick", action="store_true", help="2 updates, 50 chains, 1 sweep (a smoke test)")
     args = p.parse_args(argv)
     if args.quick:
-        args.epochs, args.chains, args.sweeps = 2, 50, 1
+        args.epochs, args.chains, args.sweeps, args.repeats = 2, 50, 1, 1
     args.out = args.out or os.path.join(HERE, "results", f"bench_dca{'_quick' if args.quick else ''}.json")
     return args
 
@@ -91,8 +99,8 @@ def parse_adabmdca_log(folder: str) -> dict:
     }
 
 
-def run_adabmdca(args) -> str:
-    folder = os.path.join(args.workdir, f"adabmdca_{args.epochs}")
+def run_adabmdca(args, repeat: int = 0) -> str:
+    folder = os.path.join(args.workdir, f"adabmdca_{args.epochs}_{args.chains}_r{repeat}")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), PYTHONUNBUFFERED="1")
     cmd = [args.adabmdca, "train", "-d", DATA, "-o", folder, "-m", "bmDCA", "--lr", str(args.lr)]
     cmd += ["--nsweeps", str(args.sweeps), "--sampler", "gibbs", "--nchains", str(args.chains)]
@@ -103,9 +111,8 @@ def run_adabmdca(args) -> str:
     return folder
 
 
-def run_ours(args) -> dict:
+def run_ours(args, repeat: int = 0) -> dict:
     import jax
-    import numpy as np
 
     from ugm_infer import dca
 
@@ -116,7 +123,7 @@ def run_ours(args) -> dict:
     res = dca.fit_dca(
         seqs,
         aln.num_states,
-        rng_key=jax.random.key(0),
+        rng_key=jax.random.key(repeat),
         weights=w,
         learning_rate=args.lr,
         num_chains=args.chains,
@@ -143,43 +150,55 @@ def main(argv=None):
         os.environ["XLA_FLAGS"] = (
             os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
         )
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})  # inherited by the adabmDCA subprocesses
     os.makedirs(args.workdir, exist_ok=True)
-    folder = args.adabmdca_dir or run_adabmdca(args)
-    ada = parse_adabmdca_log(folder)
-    if ada["updates"] != args.epochs:
-        print(f"warning: the adabmDCA run has {ada['updates']} updates, --epochs is {args.epochs}", file=sys.stderr)
-    t0 = time.perf_counter()
-    ours = run_ours(args)
-    ours["total_wall_s"] = time.perf_counter() - t0
-    for r in (ada, ours):
-        r["seconds_per_update"] = r["train_time_s"] / r["updates"]
-    ratio = ada["seconds_per_update"] / ours["seconds_per_update"]
-    rows = [
-        ("adabmDCA " + str(ada["version"]) + " (PyTorch, CPU)", ada),
-        ("ugm_infer.dca.fit_dca (JAX, CPU)", ours),
-    ]
+    pairs = []
+    for r in range(args.repeats):
+        folder = args.adabmdca_dir or run_adabmdca(args, r)
+        ada = parse_adabmdca_log(folder)
+        if ada["updates"] != args.epochs:
+            print(f"warning: the adabmDCA run has {ada['updates']} updates, --epochs is {args.epochs}", file=sys.stderr)
+        t0 = time.perf_counter()
+        ours = run_ours(args, r)
+        ours["total_wall_s"] = time.perf_counter() - t0
+        for side in (ada, ours):
+            side["seconds_per_update"] = side["train_time_s"] / side["updates"]
+        ada["load_average_after"] = ours["load_average_after"] = os.getloadavg()
+        pairs.append((ada, ours))
+        print(f"repeat {r}: adabmDCA {ada['seconds_per_update']:.3f} s/update, ugm_infer {ours['seconds_per_update']:.3f}")
+    ratios = [a["seconds_per_update"] / o["seconds_per_update"] for a, o in pairs]
+    ratio = float(np.median(ratios))
     print()
     print(
-        f"PF00014, {ours['num_sequences']} unique sequences, L = 53, q = 21; {args.chains} chains, "
-        f"{args.sweeps} Gibbs sweeps per update, lr {args.lr}, {args.threads} thread(s)\n"
+        f"PF00014, {pairs[0][1]['num_sequences']} unique sequences, L = 53, q = 21; {args.chains} chains, "
+        f"{args.sweeps} Gibbs sweeps per update, lr {args.lr}, {args.threads} thread(s), "
+        f"{'pinned to core ' + str(args.cpu) if args.cpu is not None else 'not pinned'}\n"
     )
-    print("| implementation | M_eff | updates | training time (s) | s / update | Pearson reached |")
-    print("|---|---|---|---|---|---|")
-    for name, r in rows:
+    print("| implementation | M_eff | updates | s / update (median, min-max over repeats) | Pearson reached (each repeat) |")
+    print("|---|---|---|---|---|")
+    for name, side in (
+        ("adabmDCA " + str(pairs[0][0]["version"]) + " (PyTorch, CPU)", 0),
+        ("ugm_infer.dca.fit_dca (JAX, CPU)", 1),
+    ):
+        spu = [p[side]["seconds_per_update"] for p in pairs]
+        pear = ", ".join(f"{p[side]['pearson']:.4f}" for p in pairs)
         print(
-            f"| {name} | {r['meff']:.1f} | {r['updates']} | {r['train_time_s']:.1f} | "
-            f"{r['seconds_per_update']:.3f} | {r['pearson']:.4f} |"
+            f"| {name} | {pairs[0][side]['meff']:.1f} | {args.epochs} | "
+            f"{np.median(spu):.3f} ({min(spu):.3f}-{max(spu):.3f}) | {pear} |"
         )
     print(
-        f"\nspeed ratio (adabmDCA s/update / ugm_infer s/update): {ratio:.1f}x; "
-        f"ugm_infer compile time {ours['compile_s']:.1f} s (not included)"
+        f"\nspeed ratio (adabmDCA s/update / ugm_infer s/update, paired median of {len(ratios)}): {ratio:.2f}x "
+        f"(min {min(ratios):.2f}, max {max(ratios):.2f}); "
+        f"ugm_infer compile time {pairs[0][1]['compile_s']:.1f} s (not included)"
     )
     out = {
         "settings": vars(args),
-        "adabmdca": ada,
-        "ugm_infer": ours,
+        "repeats": [{"adabmdca": a, "ugm_infer": o} for a, o in pairs],
+        "speed_ratios": ratios,
         "speed_ratio": ratio,
-        "machine": "2 shared CPU cores (other jobs running: timings are from one run each)",
+        "load_average": os.getloadavg(),
+        "machine": "2 shared CPU cores (other jobs running; the two contenders alternate run by run)",
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
