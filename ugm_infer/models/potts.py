@@ -343,9 +343,11 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
     When ``logdensity_fn`` is the :class:`PottsLogDensity` of this model (what
     :meth:`Potts.logdensity_fn` returns, and so what every learner passes), the
     conditional's logits are the local field :math:`\\beta\\,(h_i(a) + \\sum_{j \\ne i}
-    J_{ij}(a, x_j))`, a gather of ``n`` (dense) or ``d`` (edge list) rows of ``q``
-    couplings; otherwise they are ``q`` log-density evaluations (exact, slower).  Each
-    site update leaves :math:`p(x)` invariant, so both scans do.  Vectorise over chains
+    J_{ij}(a, x_j))`, a gather of ``n`` (dense: the contiguous rows
+    :math:`J_{ji}(x_j, \\cdot)` of the symmetrised couplings) or ``d`` (edge list) rows of
+    ``q`` couplings; otherwise they are ``q`` log-density evaluations (exact, slower).
+    The new value is drawn by inverse CDF from one uniform per site.  Each site update
+    leaves :math:`p(x)` invariant, so both scans do.  Vectorise over chains
     with ``jax.vmap`` (the learners do).
 
     Parameters
@@ -371,8 +373,9 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
 
     def fast_logits(ld: PottsLogDensity, x, i):
         if dense:
-            # J[i, j, a, x_j] for every j (J[i, i] == 0): an (n, q) gather
-            field = ld.h[i] + jnp.sum(ld.J[i, jnp.arange(n), :, x], axis=0)
+            # J[i, j, a, x_j] = J[j, i, x_j, a] for every j (J is symmetrised, J[i, i] == 0):
+            # n contiguous rows of q couplings
+            field = ld.h[i] + jnp.sum(ld.J[jnp.arange(n), i, x, :], axis=0)
         else:
             xn = x[nbr[i]]  # (d,)
             Je = ld.J[eid[i]]  # (d, q, q)
@@ -393,9 +396,13 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
             return jax.vmap(lambda a: logdensity_fn({**state.position, "x": x.at[i].set(a.astype(dtype))}))(states)
 
         def update(x, inp):
-            i, key = inp
+            i, u = inp
             logits = site_logits(x, i)
-            new = jax.random.categorical(key, logits - jnp.max(logits))
+            # inverse CDF with one uniform: the new value is the number of partial sums of
+            # exp(logits - max) below u times their total
+            weights = jnp.exp(logits - jnp.max(logits))
+            cdf = jnp.cumsum(weights)
+            new = jnp.minimum(jnp.sum(cdf < u * cdf[-1]), q - 1)
             return x.at[i].set(new.astype(dtype)), None
 
         def sweep(x, key):
@@ -404,7 +411,7 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
                 sites = jnp.arange(n)
             else:
                 sites = jax.random.randint(key_sites, (n,), 0, n)
-            x, _ = jax.lax.scan(update, x, (sites, jax.random.split(key_updates, n)))
+            x, _ = jax.lax.scan(update, x, (sites, jax.random.uniform(key_updates, (n,))))
             return x, None
 
         x, _ = jax.lax.scan(sweep, x0, jax.random.split(rng_key, num_sweeps))
