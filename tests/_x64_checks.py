@@ -10,7 +10,8 @@ in float64 with numpy and ``jax.grad`` of the model's energy (independent of
 ``ui.exact`` and the learners), plus float32 runs of the deterministic paths.  Prints
 one JSON object on the last line of stdout.
 
-Usage: ``python tests/_x64_checks.py``.
+Usage: ``python tests/_x64_checks.py [--core]`` (``--core``: only the samplers and
+estimators in ``CORE_SAMPLERS`` and ``CORE_ESTIMATORS``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import itertools  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import jax  # noqa: E402
@@ -82,8 +84,13 @@ def dtypes(tree):
     return sorted({str(x.dtype) for x in jax.tree.leaves(tree)})
 
 
-def main() -> dict:
-    out: dict = {"x64": bool(jax.config.jax_enable_x64), "section_seconds": {}}
+#: ``--core`` (what CI runs): these samplers and estimators only; the others are slow tests
+CORE_SAMPLERS = ("gibbs", "parallel_tempering")
+CORE_ESTIMATORS = ("ais", "tsmc_fixed")
+
+
+def main(core: bool = False) -> dict:
+    out: dict = {"x64": bool(jax.config.jax_enable_x64), "core": core, "section_seconds": {}}
     clock = [time.perf_counter()]
 
     def lap(name):
@@ -118,29 +125,38 @@ def main() -> dict:
     x0 = model.random_state(jax.random.key(1), NUM_CHAINS)
     ladder = np.linspace(0.5, 1.0, 4)
     algorithms = {
-        "gibbs": ui.kernels.gibbs(model, p64),
-        "metropolis": ui.kernels.metropolis(model, p64),
-        "tempered_transitions": ui.kernels.tempered_transitions(model, p64, betas=ladder),
-        "parallel_tempering": ui.kernels.parallel_tempering(model, p64, betas=ladder),
+        "gibbs": lambda: ui.kernels.gibbs(model, p64),
+        "metropolis": lambda: ui.kernels.metropolis(model, p64),
+        "tempered_transitions": lambda: ui.kernels.tempered_transitions(model, p64, betas=ladder),
+        "parallel_tempering": lambda: ui.kernels.parallel_tempering(model, p64, betas=ladder),
     }
     out["sampling"] = {}
-    for name, algorithm in algorithms.items():
+    for name, make in algorithms.items():
+        if core and name not in CORE_SAMPLERS:
+            continue
+        algorithm = make()
         r = ui.sample(jax.random.key(2), algorithm, x0, NUM_DRAWS, num_warmup=NUM_WARMUP, model=model, params=p64)
         out["sampling"][name] = {**chain_mean_test(r.energies, mean_energy), "dtype": str(r.energies.dtype)}
 
     lap("sampling")
 
     # annealed importance sampling (reverse AIS reuses the forward run's compilation) and tempered SMC
-    a = ui.smc.ais(jax.random.key(3), model, p64, num_runs=64, num_betas=50)
-    ra = ui.smc.reverse_ais(jax.random.key(4), model, p64, ui.exact.sample(jax.random.key(5), model, p64, 64), num_betas=50)
-    adaptive = ui.smc.tempered_smc(jax.random.key(6), model, p64, num_particles=256, num_replicates=8)
-    fixed = ui.smc.tempered_smc(
-        jax.random.key(7), model, p64, num_particles=256, num_replicates=8, schedule=np.linspace(0.0, 1.0, 12)
-    )
-    out["smc"] = {
-        name: [float(r.log_Z), float(r.log_Z_se), str(r.log_Z.dtype)]
-        for name, r in (("ais", a), ("reverse_ais", ra), ("tsmc_adaptive", adaptive), ("tsmc_fixed", fixed))
+    estimators = {
+        "ais": lambda: ui.smc.ais(jax.random.key(3), model, p64, num_runs=64, num_betas=50),
+        "reverse_ais": lambda: ui.smc.reverse_ais(
+            jax.random.key(4), model, p64, ui.exact.sample(jax.random.key(5), model, p64, 64), num_betas=50
+        ),
+        "tsmc_adaptive": lambda: ui.smc.tempered_smc(jax.random.key(6), model, p64, num_particles=256, num_replicates=8),
+        "tsmc_fixed": lambda: ui.smc.tempered_smc(
+            jax.random.key(7), model, p64, num_particles=256, num_replicates=8, schedule=np.linspace(0.0, 1.0, 12)
+        ),
     }
+    out["smc"] = {}
+    for name, run in estimators.items():
+        if core and name not in CORE_ESTIMATORS:
+            continue
+        r = run()
+        out["smc"][name] = [float(r.log_Z), float(r.log_Z_se), str(r.log_Z.dtype)]
 
     lap("smc")
 
@@ -167,6 +183,6 @@ def main() -> dict:
 
 if __name__ == "__main__":
     t0 = time.perf_counter()
-    report = main()
+    report = main(core="--core" in sys.argv[1:])
     report["seconds"] = time.perf_counter() - t0
     print(json.dumps(report))

@@ -2,7 +2,10 @@
 
 64-bit mode is a process-wide JAX flag and this pytest process runs in 32 bits, so the
 computations run once in a fresh interpreter (``tests/_x64_checks.py``) that reports
-its results as JSON; the tests below check them.
+its results as JSON; the tests below check them.  By default (CI) the script runs Gibbs
+and parallel tempering, AIS and fixed-schedule tempered SMC (``--core``); Metropolis,
+tempered transitions, reverse AIS and adaptive tempered SMC are checked in float64 by
+the slow tests (``pytest -m slow tests/test_x64.py``), in a second run of the script.
 
 Tolerances: the deterministic paths (exact enumeration, exact ML by full-batch gradient
 ascent) must agree with float64 brute force to 1e-12 (relative), i.e. be computed in
@@ -28,14 +31,33 @@ SCRIPT = Path(__file__).resolve().parent / "_x64_checks.py"
 F32_RTOL = 1e-6
 
 
-@pytest.fixture(scope="module")
-def report():
+# what CI checks; the other samplers and estimators run with `pytest -m slow` (CI time budget)
+CORE_SAMPLERS = ("gibbs", "parallel_tempering")
+CORE_ESTIMATORS = ("ais", "tsmc_fixed")
+
+
+def _run_checks(*args):
     env = dict(os.environ, JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=900, check=False)
+    cmd = [sys.executable, str(SCRIPT), *args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, f"{SCRIPT.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["x64"] is True
     return out
+
+
+@pytest.fixture(scope="module")
+def report():
+    return _run_checks("--core")
+
+
+@pytest.fixture(scope="module")
+def report_full():
+    return _run_checks()
+
+
+def _core_first(names, core):
+    return [n if n in core else pytest.param(n, marks=pytest.mark.slow) for n in names]
 
 
 def test_exact_enumeration_in_float64(report):
@@ -49,16 +71,20 @@ def test_exact_enumeration_in_float64(report):
     assert ex["log_z_f32"] != ex["log_z"]
 
 
-@pytest.mark.parametrize("kernel", ["gibbs", "metropolis", "tempered_transitions", "parallel_tempering"])
-def test_samplers_in_float64(report, kernel):
+@pytest.mark.parametrize(
+    "kernel", _core_first(["gibbs", "metropolis", "tempered_transitions", "parallel_tempering"], CORE_SAMPLERS)
+)
+def test_samplers_in_float64(request, kernel):
+    report = request.getfixturevalue("report" if kernel in CORE_SAMPLERS else "report_full")
     r = report["sampling"][kernel]
     assert r["dtype"] == "float64"
     assert 0 < r["se"] < 0.1, r
     assert abs(r["mean"] - r["exact"]) < 5 * r["se"], r
 
 
-@pytest.mark.parametrize("method", ["ais", "reverse_ais", "tsmc_adaptive", "tsmc_fixed"])
-def test_log_partition_estimators_in_float64(report, method):
+@pytest.mark.parametrize("method", _core_first(["ais", "reverse_ais", "tsmc_adaptive", "tsmc_fixed"], CORE_ESTIMATORS))
+def test_log_partition_estimators_in_float64(request, method):
+    report = request.getfixturevalue("report" if method in CORE_ESTIMATORS else "report_full")
     log_z, se, dtype = report["smc"][method]
     assert dtype == "float64"
     assert 0 < se < 0.1, (log_z, se)
