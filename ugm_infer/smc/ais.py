@@ -265,14 +265,15 @@ def _build_run(
             return _paths.bridge_logdensity(model, params, variables, log_probs, beta, uniform_base)
 
         of_words = getattr(model, "energy_of_words", None) if latent is None and uniform_base else None
+        # a uniform base: log p_0 is the same at every configuration
+        uniform_log_base = sum(jnp.sum(lp[..., 0]) for lp in log_probs.values()) if of_words is not None else None
 
         def state_increment(state, a, b):
             """:func:`increment` at the chain's configuration; a lattice chain's energy from its words."""
             if of_words is not None and isinstance(state, checkerboard.LatticeGibbsState):
                 energy = of_words(params, type(state).layout, state.even, state.odd)
-                if energy is not None:  # a uniform base: log p_0 is the same at every x
-                    base = sum(jnp.sum(lp[..., 0]) for lp in log_probs.values())
-                    return (b - a) * (-_paths._as_float(energy) - base)
+                if energy is not None:
+                    return (b - a) * (-_paths._as_float(energy) - uniform_log_base)
             return increment(state.position, a, b)
 
         def one_run(key, x):

@@ -308,13 +308,14 @@ def _path_move(kernel: Callable, model: Any, params: Any, log_probs: Mapping, un
 
 
 def _build_run(
-    model: Any, kernel: Callable, kernel_init: Callable, resampling: Callable, settings: _Settings, path: tuple | None
+    model: Any, kernel: Callable, kernel_init: Callable, resampling: Callable, settings: _Settings, uniform_base: bool | None
 ) -> Callable:
     """The jitted ``run(rng_key, params, log_probs, schedule)`` over ``R`` vmapped replicates.
 
-    ``path``: ``None`` for a user's kernel (it gets BlackJAX's tempered closure), or
-    ``(uniform_base,)`` for the default block Gibbs, which gets the same density in the
-    model's fast form (:func:`~ugm_infer.smc._paths.bridge_logdensity`).
+    ``uniform_base``: ``None`` for a user's kernel (it gets BlackJAX's tempered closure);
+    for the default block Gibbs, whether the base is uniform
+    (:func:`~ugm_infer.smc._paths.is_uniform_base`), and the kernel gets the same density
+    in the model's fast form (:func:`~ugm_infer.smc._paths.bridge_logdensity`).
     """
     variables = model.variables
     N, sharding = settings.num_particles, settings.particle_sharding
@@ -334,8 +335,8 @@ def _build_run(
             return -_paths._as_float(model.energy(params, x)) - logprior(x)
 
         move, move_params = kernel, _no_move_params
-        if path is not None:
-            move, move_params = _path_move(kernel, model, params, log_probs, path[0]), _tempering_param
+        if uniform_base is not None:
+            move, move_params = _path_move(kernel, model, params, log_probs, uniform_base), _tempering_param
 
         if settings.target_ess is None:
             smc_kernel = _fixed_kernel(logprior, loglik, move, kernel_init, resampling)
@@ -484,11 +485,11 @@ def tempered_smc(
     model, kernel, kernel_init, kernel_key = _resolve_kernel(model, params, kernel, kernel_init)
     _warn_few_replicates(settings.num_replicates)
     settings_key = settings._replace(schedule=None)
-    path = (_paths.is_uniform_base(log_probs),) if kernel_key == _DEFAULT_KERNEL else None
+    uniform_base = _paths.is_uniform_base(log_probs) if kernel_key == _DEFAULT_KERNEL else None
     run = _cache(
         model,
-        ("tempered_smc", kernel_key, path, resampling_fn, settings_key),
-        lambda: _build_run(model, kernel, kernel_init, resampling_fn, settings, path),
+        ("tempered_smc", kernel_key, uniform_base, resampling_fn, settings_key),
+        lambda: _build_run(model, kernel, kernel_init, resampling_fn, settings, uniform_base),
     )
     log_z, num, final_lam, hist, particles, weights = run(rng_key, params, log_probs, jnp.asarray(settings.schedule, dtype))
     if settings.target_ess is not None:
