@@ -24,7 +24,7 @@ from stat_utils import assert_distribution_matches, state_index
 
 import ugm_infer as ui
 from ugm_infer import dca
-from ugm_infer.models.potts import PottsLogDensity, potts_gibbs
+from ugm_infer.models.potts import PottsLogDensity, dense_local_field, potts_gibbs
 
 
 # ----------------------------------------------------------------------------------
@@ -255,6 +255,25 @@ def test_potts_gibbs_exact(graph):
     probs = brute_force(model, params, beta)
     assert_distribution_matches(state_index(x, model), probs, label=f"potts_gibbs {graph}")
     assert x["x"].dtype == jnp.int8
+
+
+@pytest.mark.parametrize("n, q", [(5, 3), (16, 21), (37, 4)])
+def test_dense_local_field_is_the_exact_conditional(n, q):
+    """The dense field (straight-line for n <= 16, groups of 16 above, padded) against energy differences."""
+    model = ui.models.potts(n, q)
+    params = model.init_params(jax.random.key(n), scale=0.8, field_scale=0.5)
+    ld = model.logdensity_fn(params)
+    x = jax.random.randint(jax.random.key(q), (3, n), 0, q)
+    fields = jax.jit(jax.vmap(lambda xc: jax.vmap(lambda i: dense_local_field(ld.J, ld.h, xc, i))(jnp.arange(n))))(x)
+    def at(xc, i, a):
+        return ld({"x": xc.at[i].set(a)})
+
+    at = jax.vmap(jax.vmap(jax.vmap(at, (None, None, 0)), (None, 0, None)), (0, None, None))
+    exact = at(x, jnp.arange(n), jnp.arange(q))  # (chains, n, q) log-densities with site i set to a
+    np.testing.assert_allclose(fields - fields[..., :1], exact - exact[..., :1], rtol=1e-5, atol=1e-5)
+    # a field that drops one other site's coupling (the last of a padded group) is caught
+    off = jax.vmap(lambda xc: dense_local_field(ld.J.at[:, n - 1].set(0.0).at[n - 1, :].set(0.0), ld.h, xc, 0))(x)
+    assert not np.allclose(off - off[:, :1], exact[:, 0] - exact[:, 0, :1], atol=1e-3)
 
 
 def test_potts_gibbs_in_learners():

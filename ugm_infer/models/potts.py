@@ -92,6 +92,7 @@ __all__ = [
     "potts",
     "lattice_potts",
     "potts_gibbs",
+    "dense_local_field",
 ]
 
 
@@ -294,6 +295,12 @@ def lattice_potts(height: int, width: int, num_states: int, *, periodic: bool = 
 # ----------------------------------------------------------------------------------
 # fast single-site Gibbs kernel
 # ----------------------------------------------------------------------------------
+#: the dense local field adds the couplings of this many other sites in straight-line code
+DENSE_GROUP = 16
+#: up to this many states the inverse-CDF draw adds the partial sums one by one
+UNROLL_STATES = 32
+
+
 class PottsGibbsState(NamedTuple):
     """State of one :data:`potts_gibbs` chain: ``position = {"x": (n,)}``."""
 
@@ -325,6 +332,37 @@ def _neighbour_tables(n: int, edges: np.ndarray):
             nbr[a, k], eid[a, k], first[a, k], mask[a, k] = b, e, is_first, True
             fill[a] += 1
     return nbr, eid, first, mask
+
+
+def dense_local_field(J: jax.Array, h: jax.Array, x: jax.Array, i: jax.Array) -> jax.Array:
+    """Site ``i``'s local field ``h_i(a) + sum_j J_ij(a, x_j)`` (``(q,)``) of a dense Potts model, one chain.
+
+    ``J`` is ``(n, n, q, q)`` symmetrised with a zero diagonal, so ``J[i, j, a, x_j] =
+    J[j, i, x_j, a]``: the field adds one contiguous row of ``q`` couplings per other
+    site, one site after the other.  XLA fuses those additions with the row reads into
+    one loop (vectorised over chains under ``jax.vmap``); a single gather of all ``n``
+    rows would first write them out, ``n q`` floats per chain and site.  The sites come
+    ``DENSE_GROUP`` at a time, in straight-line code inside a loop over the groups.
+    """
+    n, q = J.shape[0], J.shape[-1]
+    column = jax.lax.dynamic_index_in_dim(J, i, axis=1, keepdims=False)  # (n, q, q): [j, x_j, a]
+    if n <= DENSE_GROUP:
+        field = h[i]
+        for j in range(n):
+            field = field + column[j, x[j]]
+        return field
+    groups = -(-n // DENSE_GROUP)
+    pad = groups * DENSE_GROUP - n  # padding sites with zero couplings
+    column = jnp.pad(column, ((0, pad), (0, 0), (0, 0))).reshape(groups, DENSE_GROUP, q, q)
+    values = jnp.pad(x, (0, pad)).reshape(groups, DENSE_GROUP)
+
+    def group(g, field):
+        rows, xs = column[g], values[g]
+        for k in range(DENSE_GROUP):
+            field = field + rows[k, xs[k]]
+        return field
+
+    return jax.lax.fori_loop(0, groups, group, h[i])
 
 
 def gibbs_init(position: dict, logdensity_fn: Callable | None = None) -> PottsGibbsState:
@@ -373,9 +411,7 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
 
     def fast_logits(ld: PottsLogDensity, x, i):
         if dense:
-            # J[i, j, a, x_j] = J[j, i, x_j, a] for every j (J is symmetrised, J[i, i] == 0):
-            # n contiguous rows of q couplings
-            field = ld.h[i] + jnp.sum(ld.J[jnp.arange(n), i, x, :], axis=0)
+            field = dense_local_field(ld.J, ld.h, x, i)
         else:
             xn = x[nbr[i]]  # (d,)
             Je = ld.J[eid[i]]  # (d, q, q)
@@ -401,8 +437,16 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
             # inverse CDF with one uniform: the new value is the number of partial sums of
             # exp(logits - max) below u times their total
             weights = jnp.exp(logits - jnp.max(logits))
-            cdf = jnp.cumsum(weights)
-            new = jnp.minimum(jnp.sum(cdf < u * cdf[-1]), q - 1)
+            if q <= UNROLL_STATES:  # partial sums one by one (a cumsum is a slow reduce-window on the CPU)
+                total = jnp.sum(weights)
+                target = u * total
+                partial, new = weights[0], (weights[0] < target).astype(jnp.int32)
+                for a in range(1, q - 1):
+                    partial = partial + weights[a]
+                    new = new + (partial < target).astype(jnp.int32)
+            else:
+                cdf = jnp.cumsum(weights)
+                new = jnp.minimum(jnp.sum(cdf < u * cdf[-1]), q - 1)
             return x.at[i].set(new.astype(dtype)), None
 
         def sweep(x, key):
