@@ -265,6 +265,7 @@ def test_dense_local_field_is_the_exact_conditional(n, q):
     ld = model.logdensity_fn(params)
     x = jax.random.randint(jax.random.key(q), (3, n), 0, q)
     fields = jax.jit(jax.vmap(lambda xc: jax.vmap(lambda i: dense_local_field(ld.J, ld.h, xc, i))(jnp.arange(n))))(x)
+
     def at(xc, i, a):
         return ld({"x": xc.at[i].set(a)})
 
