@@ -52,6 +52,49 @@ def test_open_lattice_matches_enumeration():
     assert_distribution_differs(idx, brute_force(model, params, 0.3), label="beta ignored")
 
 
+def test_sample_with_many_chains_matches_enumeration():
+    """``ui.sample`` steps many chains with the chains on the trailing axis (the sweep's chains-last form)."""
+    model = ui.models.lattice_potts(2, 4, 3)
+    params = _params(model, 0, scale=1.2)
+    algorithm = ui.kernels.gibbs(model, params, beta=0.9)
+    start = model.random_state(jax.random.key(1), CHAINS)
+    assert potts_lattice.state_type(potts_lattice.lattice_of(model.logdensity_fn(params)), jnp.int32).chains_last is False
+    out = ui.sample(jax.random.key(2), algorithm, start, 1, num_warmup=24)
+    assert not type(out.final_state).chains_last and out.final_state.a.shape == (CHAINS, 1, 2)  # chains first again
+    idx = state_index({"x": out.states["x"][:, 0]}, model)
+    assert_distribution_matches(idx, brute_force(model, params, 0.9), label="ui.sample, 2x4 open, q=3")
+    assert_distribution_differs(idx, brute_force(model, params, 0.3), label="beta ignored")
+
+
+# q = 10: the chains-first sweep gathers the couplings, the chains-last one selects them
+@pytest.mark.parametrize("q, periodic", [(3, True), (10, False)])
+def test_chains_last_is_the_chains_first_sweep_bit_for_bit(q, periodic, monkeypatch):
+    """The same draws, counts and final states whichever layout ``ui.sample`` steps the chains in."""
+    from collections import OrderedDict
+
+    from ugm_infer import sampling
+    from ugm_infer.kernels import _common
+
+    model = ui.models.lattice_potts(4, 6, q, periodic=periodic)
+    params = _params(model, q, scale=1.0, field=0.7)
+    start = model.random_state(jax.random.key(0), 16)
+    runs = []
+    for minimum in (_common.MIN_CHAINS_LAST, 10**9):  # the chains-last form, then chains-first throughout
+        monkeypatch.setattr(_common, "MIN_CHAINS_LAST", minimum)
+        monkeypatch.setattr(sampling, "_RUN_CACHE", OrderedDict())
+        out = ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), start, 4, thin=2, model=model, params=params)
+        again = ui.sample(jax.random.key(2), ui.kernels.gibbs(model, params), out.final_state, 3)
+        runs.append((out, again))
+    (a, a2), (b, b2) = runs
+    for x, y in ((a.states, b.states), (a.energies, b.energies), (a.infos, b.infos), (a2.states, b2.states)):
+        jax.tree.map(np.testing.assert_array_equal, x, y)
+    jax.tree.map(np.testing.assert_array_equal, tuple(a2.final_state), tuple(b2.final_state))
+    assert type(a2.final_state) is type(b2.final_state)
+    # the counts are the sites changed between consecutive steps (thin = 1 in the second run)
+    moved = np.sum(np.diff(np.concatenate([a.states["x"][:, -1:], a2.states["x"]], axis=1), axis=1) != 0, axis=-1)
+    np.testing.assert_array_equal(a2.infos.num_changed, moved)
+
+
 def _site_conditionals(model, params, beta, x):
     """Exact conditional probabilities ``(n, q)`` of every site given ``x`` (numpy, from the edge list)."""
     J, h = np.asarray(params["J"], np.float64), np.asarray(params["h"], np.float64)

@@ -17,7 +17,7 @@ import numpy as np
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import checkerboard
-from ugm_infer.kernels._common import recipe_of
+from ugm_infer.kernels._common import chains_first, chains_last, recipe_of
 
 __all__ = ["SampleResult", "sample"]
 
@@ -351,12 +351,16 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         algorithm = build(build_args)
         num_chains = jnp.shape(jax.tree.leaves(position)[0])[0]
         states = position if from_state else jax.vmap(algorithm.init)(position)
-        step = jax.vmap(algorithm.step)
+        # the scan carries the chains in the layout the kernel's batched step prefers (e.g. trailing);
+        # what a caller sees (trace, kept states, final_state) has them leading
+        states, axis = chains_last(states, num_chains)
+        step = jax.vmap(algorithm.step, in_axes=(0, axis), out_axes=(axis, 0))
 
         def chain_keys(key, shape):
             return jax.random.split(key, shape + (num_chains,))
 
         def record(state, info):
+            state = chains_first(state) if axis else state
             traced = trace(state, info)
             if trace_fn is not None and any(
                 jnp.ndim(x) < 1 or jnp.shape(x)[0] != num_chains for x in jax.tree.leaves(traced)
@@ -394,6 +398,6 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         final, outs = draws(states, key_draw, num_samples)
         # (draw, chain, ...) -> (chain, draw, ...)
         outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
-        return final, outs
+        return chains_first(final) if axis else final, outs
 
     return run

@@ -132,3 +132,29 @@ def check_initial_logdensity(logdensity_fn: Callable, position, value: Any = Non
             f"the log-density is {ld} at the initial `position`: a chain cannot start where the energy is "
             "NaN or infinite (check `params` and the energy function)"
         )
+
+
+#: from this many chains a kernel state that offers it is stepped with the chains on the trailing axis
+MIN_CHAINS_LAST = 8
+
+
+def chains_last(states, num_chains: int) -> tuple[Any, int]:
+    """``(states, axis)``: batched kernel states in the layout their batched step runs fastest on.
+
+    A state type with a ``with_chains_last`` class method (the lattice Potts sweep's
+    :class:`~ugm_infer.kernels.potts_lattice.PottsLatticeState`) keeps many chains on the
+    trailing axis of every leaf: its states are converted once (one transpose) and
+    ``axis = -1``, for ``jax.vmap(step, in_axes=(0, axis), out_axes=(axis, 0))``.  Any
+    other state, or fewer than :data:`MIN_CHAINS_LAST` chains, is returned as it is with
+    ``axis = 0``.  :func:`chains_first` converts back.
+    """
+    to_last = getattr(type(states), "with_chains_last", None)
+    if to_last is None or num_chains < MIN_CHAINS_LAST:
+        return states, 0
+    return to_last(states), -1
+
+
+def chains_first(states):
+    """Batched kernel states with the chain axis leading again (inverse of :func:`chains_last`)."""
+    to_first = getattr(type(states), "with_chains_first", None)
+    return states if to_first is None else to_first(states)

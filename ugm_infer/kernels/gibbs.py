@@ -295,11 +295,13 @@ def build_kernel(
         table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
         return lattice_sweeps[layout](rng_key, *words, table)
 
-    def run_potts(rng_key, lat, sites, logdensity_fn):
-        if lat not in potts_steps:
-            potts_steps[lat] = potts_lattice.build_step(lat, num_sweeps, reverse)
+    def run_potts(rng_key, lat, sites, logdensity_fn, chains_last=False):
+        """``(a, b, c, d, num_changed)`` after the sweeps (``chains_last``: the layout of a batched state)."""
+        if (lat, chains_last) not in potts_steps:
+            potts_steps[lat, chains_last] = potts_lattice.build_step(lat, num_sweeps, reverse, chains_last)
         # a density lattice_of accepts made its sweep tables when it was created
-        return potts_steps[lat](rng_key, sites, logdensity_fn.J, logdensity_fn.tables, logdensity_fn.beta)
+        step = potts_steps[lat, chains_last]
+        return step(rng_key, sites, logdensity_fn.J, logdensity_fn.tables, logdensity_fn.beta)
 
     def kernel(rng_key, state: GibbsState, logdensity_fn: Callable) -> tuple[GibbsState, GibbsInfo]:
         if isinstance(state, checkerboard.LatticeGibbsState):
@@ -314,7 +316,8 @@ def build_kernel(
         if isinstance(state, potts_lattice.PottsLatticeState):
             lat = type(state).lattice
             if scan == "block" and potts_lattice.lattice_of(logdensity_fn, model) == lat:
-                new = type(state)(*run_potts(rng_key, lat, tuple(state), logdensity_fn))
+                *sub, changed = run_potts(rng_key, lat, tuple(state), logdensity_fn, type(state).chains_last)
+                return type(state)(*sub), GibbsInfo(changed)
             else:  # another target or scan order: the generic sweep of the joined position
                 new = type(state).of(lat.split(run(rng_key, state.position, logdensity_fn)["x"]))
             return new, GibbsInfo(potts_lattice.count_changed(state, new))
@@ -322,7 +325,7 @@ def build_kernel(
         potts = potts_lattice.lattice_of(logdensity_fn, model) if scan == "block" else None
         if potts is not None and set(start) == {"x"}:  # a plain state under a lattice Potts density
             sub = tuple(potts_lattice.PottsLatticeState.of(potts.split(start["x"])))
-            sub = run_potts(rng_key, potts, sub, logdensity_fn)
+            *sub, _ = run_potts(rng_key, potts, sub, logdensity_fn)
             x = potts.join(jnp.stack(sub, axis=-3), start["x"].dtype)
             return GibbsState({"x": x}), GibbsInfo(_updates.count_changed(start, {"x": x}))
         layout = _lattice_layout(start, logdensity_fn) if scan == "block" else None

@@ -79,6 +79,9 @@ __all__ = [
 # along the lattice rows); above it the q couplings of the bond are gathered (at q = 10 the q^2 selects per
 # bond make XLA split the update into several loops that recompute the logits: about 10x slower)
 MAX_SELECT_STATES = 6
+# with the chains on the trailing axis each selected coupling is one value broadcast over the chains, and the
+# selects stay in one loop up to larger q
+MAX_SELECT_STATES_CHAINS_LAST = 16
 
 
 class PottsLogDensity:
@@ -199,9 +202,33 @@ class PottsLatticeState(NamedTuple):
     c: jax.Array
     d: jax.Array
 
+    #: the batched layout of this state type: ``False`` for ``(chains, H/2, W/2)`` leaves, ``True`` for
+    #: ``(H/2, W/2, chains)`` (see :meth:`with_chains_last`)
+    chains_last = False
+
     @property
     def sites(self) -> jax.Array:
         return jnp.stack(tuple(self), axis=-3)
+
+    @classmethod
+    def with_chains_last(cls, states: PottsLatticeState) -> PottsLatticeState:
+        """Batched states ``(chains, h, w)`` -> the same chains as ``(h, w, chains)`` leaves.
+
+        The layout the sweep of many chains runs fastest on: every coupling is read once
+        for all chains and broadcast along the trailing axis.  A driver that keeps its
+        chains this way steps them with ``jax.vmap(step, in_axes=(0, -1), out_axes=(-1, 0))``
+        and converts back with :meth:`with_chains_first` (one transpose each way).
+        """
+        other = state_type(cls.lattice, cls.dtype, chains_last=True)
+        return other(*(jnp.moveaxis(x, 0, -1) for x in states))
+
+    @classmethod
+    def with_chains_first(cls, states: PottsLatticeState) -> PottsLatticeState:
+        """Inverse of :meth:`with_chains_last` (a no-op for states already chains-first)."""
+        if not cls.chains_last:
+            return states
+        other = state_type(cls.lattice, cls.dtype)
+        return other(*(jnp.moveaxis(x, -1, 0) for x in states))
 
     @property
     def position(self) -> dict:
@@ -216,12 +243,13 @@ class PottsLatticeState(NamedTuple):
 _STATE_TYPES: dict = {}
 
 
-def state_type(lat: PottsLattice, dtype: Any) -> type:
-    """The :class:`PottsLatticeState` subclass of ``lat`` and position ``dtype`` (one per pair, so pytrees compare equal)."""
-    key = (lat, jnp.dtype(dtype).name)
+def state_type(lat: PottsLattice, dtype: Any, chains_last: bool = False) -> type:
+    """The :class:`PottsLatticeState` subclass of ``lat``, position ``dtype`` and batched layout (one per triple)."""
+    key = (lat, jnp.dtype(dtype).name, bool(chains_last))
     cls = _STATE_TYPES.get(key)
     if cls is None:
-        cls = type("PottsLatticeState", (PottsLatticeState,), {"lattice": lat, "dtype": key[1], "__slots__": ()})
+        attrs = {"lattice": lat, "dtype": key[1], "chains_last": key[2], "__slots__": ()}
+        cls = type("PottsLatticeState", (PottsLatticeState,), attrs)
         _STATE_TYPES[key] = cls
     return cls
 
@@ -260,14 +288,24 @@ def _bond_index(lat: PottsLattice, p: int, r: int, direction: str, shape: tuple)
 DIRECTIONS = ("right", "left", "down", "up")
 
 
+#: entries of :func:`sweep_tables` per layout (16 coupling grids, 4 field grids)
+NUM_TABLES = 20
+
+
 def sweep_tables(lat: PottsLattice, J: jax.Array, h: jax.Array) -> tuple:
-    """The couplings and fields of ``lat`` in the sweep's layout: a flat tuple of 20 arrays.
+    """The couplings and fields of ``lat`` in the sweep's layouts: a flat tuple of ``2 * NUM_TABLES`` arrays.
 
     Entry ``4 (2p + r) + d`` is the ``(q, q, h, w)`` grid of sub-lattice ``(p, r)``'s
     bond in direction ``DIRECTIONS[d]``: ``[a, b]`` is the coupling ``J_e(a, b)`` with
     ``a`` the value of the sub-lattice's site and ``b`` its neighbour's, zero where a bond
     is absent; entry ``16 + 2p + r`` the ``(q, h, w)`` fields.  Value-major and one array
-    per grid, so a value pair's couplings are a contiguous block read in place.
+    per grid, so a value pair's couplings are a contiguous block read in place (the
+    chains-first sweep reads them along the lattice rows).  Entries ``NUM_TABLES + k``
+    hold the same site-major, ``(h, w, q, q)`` and ``(h, w, q)``: for the chains-last
+    sweep, which reads each site's couplings once and broadcasts them over the chains,
+    one contiguous block per site and direction (a few memory streams instead of
+    ``4 q^2 + q``, which can also collide in the cache when the grids' sizes are
+    multiples of its set stride).  A jitted caller keeps only the half it reads.
     """
     H, W, q, periodic = lat.height, lat.width, lat.num_states, lat.periodic
     Jt = jnp.moveaxis(J, 0, -1)  # (q, q, m)
@@ -285,7 +323,11 @@ def sweep_tables(lat: PottsLattice, J: jax.Array, h: jax.Array) -> tuple:
             up = vertical_t[:, :, 0::2, r::2] if p == 1 else _shifted(vertical_t[:, :, 1::2, r::2], -1, 2, True)
             grids += [horizontal[:, :, p::2, r::2], left, vertical[:, :, p::2, r::2], up]
     fields = jnp.moveaxis(h.reshape(H, W, q), -1, 0)
-    return tuple(grids) + tuple(fields[:, p::2, r::2] for p in (0, 1) for r in (0, 1))
+    value_major = tuple(grids) + tuple(fields[:, p::2, r::2] for p in (0, 1) for r in (0, 1))
+    site_major = tuple(jnp.moveaxis(g, (0, 1), (2, 3)) for g in grids) + tuple(
+        h.reshape(H, W, q)[p::2, r::2] for p in (0, 1) for r in (0, 1)
+    )
+    return value_major + site_major
 
 
 _TABLE_FNS: dict = {}
@@ -299,29 +341,34 @@ def _tables_fn(lat: PottsLattice) -> Callable:
     return fn
 
 
-def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k1, k2, counter, select: bool) -> dict:
+def _colour_update(
+    lat: PottsLattice, sub: list, colour: int, J, tables, beta, k1, k2, counter, select: bool, chains_last: bool = False
+) -> dict:
     """New values of the two sub-lattices of ``colour`` given the others.
 
-    Arrays ``(chains, h, w)``; ``k1``, ``k2`` and ``beta`` broadcast against them;
-    ``tables`` from :func:`sweep_tables`.  Written for one loop per sub-lattice: the ``q``
-    logits, their maximum, the exponentials, the partial sums and the draw are
-    elementwise in the sites and chains, so XLA fuses them with the neighbour reads
-    and the hash.
+    Arrays ``(chains, h, w)`` (``(h, w, chains)`` with ``chains_last``); ``k1``, ``k2``
+    and ``beta`` broadcast against them; ``tables`` from :func:`sweep_tables`.  Written
+    for one loop per sub-lattice: the ``q`` logits, their maximum, the exponentials,
+    the partial sums and the draw are elementwise in the sites and chains, so XLA fuses
+    them with the neighbour reads and the hash.
     """
     q = lat.num_states
     shape = sub[0].shape
-    axes = (1, 2)  # rows, columns
+    axes = (0, 1) if chains_last else (1, 2)  # rows, columns
 
     def site_grid(a):  # (h, w) -> broadcast against the chains
-        return a[None]
+        return a[..., None] if chains_last else a[None]
 
     hh, ww = lat.height // 2, lat.width // 2
-    index = jax.lax.broadcasted_iota(jnp.uint32, shape, 1) * jnp.uint32(ww) + jax.lax.broadcasted_iota(jnp.uint32, shape, 2)
+    index = jax.lax.broadcasted_iota(jnp.uint32, shape, axes[0]) * jnp.uint32(ww) + jax.lax.broadcasted_iota(
+        jnp.uint32, shape, axes[1]
+    )
     u_pair = threefry2x32(k1, k2, jnp.broadcast_to(counter, shape), index)
     J_flat = J.reshape(-1)
     out = {}
     for (p, r), u in zip(((0, 0), (1, 1)) if colour == 0 else ((0, 1), (1, 0)), u_pair):
-        logits = [site_grid(tables[16 + 2 * p + r][a]) for a in range(q)]
+        fields = tables[16 + 2 * p + r]
+        logits = [site_grid(fields[..., a] if chains_last else fields[a]) for a in range(q)]
         for value, direction in _neighbours(sub, p, r, axes):
             first = direction in ("right", "down")  # J_e(a, x_j) with the site first, else J_e(x_j, a)
             if select:
@@ -329,7 +376,7 @@ def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k
                 for b in range(q):
                     hit = value == b
                     for a in range(q):
-                        coupling = site_grid(grid[a, b])
+                        coupling = site_grid(grid[..., a, b] if chains_last else grid[a, b])
                         logits[a] = logits[a] + jnp.where(hit, coupling, 0.0)
             else:
                 e, present = _bond_index(lat, p, r, direction, (hh, ww))
@@ -353,40 +400,64 @@ def _colour_update(lat: PottsLattice, sub: list, colour: int, J, tables, beta, k
     return out
 
 
-def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool):
-    """``run(k1, k2, sub, J, tables, beta) -> sub`` on the four sub-lattices (layout as in :func:`_colour_update`)."""
+def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool, chains_last: bool = False):
+    """``run(k1, k2, sub, J, tables, beta) -> (sub, flags)`` on the four sub-lattices (layout as in :func:`_colour_update`).
+
+    ``flags`` (``uint8``, the sub-lattices' shape) counts at each position the
+    sub-lattices whose site the run changed (0 to 4).  With one sweep every site is
+    drawn once, so the flags come out of each colour's update (its old values are at
+    hand there: no copy of the old state is kept); with several, the start is compared
+    with the end.
+    """
     order = (1, 0) if reverse else (0, 1)
 
     def run(k1, k2, sub, J, tables, beta):
-        def one(t, sub):
+        def one(t, sub, flags=None):
             sub = list(sub)
             for c, colour in enumerate(order):
                 counter = 2 * jnp.asarray(t, jnp.uint32) + jnp.uint32(c)
-                new = _colour_update(lat, sub, colour, J, tables, beta, k1, k2, counter, select)
+                new = _colour_update(lat, sub, colour, J, tables, beta, k1, k2, counter, select, chains_last)
                 for i, value in new.items():
+                    if flags is not None:
+                        flags = flags + (value != sub[i]).astype(jnp.uint8)
                     sub[i] = jax.lax.optimization_barrier(value)  # written once, read by the next colour
-            return tuple(sub)
+            return tuple(sub), flags
 
         sub = tuple(sub)
-        return one(0, sub) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, one, sub)
+        if num_sweeps == 1:
+            return one(0, sub, jnp.zeros(sub[0].shape, jnp.uint8))
+        new = jax.lax.fori_loop(0, num_sweeps, lambda t, s: one(t, s)[0], sub)
+        return new, sum((x != y).astype(jnp.uint8) for x, y in zip(sub, new))
 
     return run
 
 
-def build_step(lat: PottsLattice, num_sweeps: int = 1, reverse: bool = False) -> Callable:
-    """``step(rng_key, sub, J, tables, beta) -> sub``: ``num_sweeps`` sweeps of one chain's sub-lattices ``(a, b, c, d)``.
+def build_step(lat: PottsLattice, num_sweeps: int = 1, reverse: bool = False, chains_last: bool = False) -> Callable:
+    """``step(rng_key, sub, J, tables, beta) -> (a, b, c, d, num_changed)``: ``num_sweeps`` sweeps of one chain.
 
-    ``sub`` holds four ``(h, w)`` arrays, ``tables`` are :func:`sweep_tables` of ``J``
-    and the fields.  Under ``jax.vmap`` over chains a batching rule runs all chains
-    together on the ``(chains, h, w)`` sub-lattices as they are stored (no data moved);
-    chains with their own couplings or fields run one by one, a batched ``beta``
-    (parallel tempering's replicas) broadcasts over the chains.
+    ``sub`` holds the chain's four ``(h, w)`` sub-lattices, ``tables`` are
+    :func:`sweep_tables` of ``J`` and the fields; ``num_changed`` counts the sites the
+    step changed.  Under ``jax.vmap`` over chains a batching rule runs all chains
+    together: on the ``(chains, h, w)`` sub-lattices as they are stored, or, with
+    ``chains_last``, on ``(h, w, chains)`` arrays (:meth:`PottsLatticeState.with_chains_last`),
+    where every coupling is read once for all chains.  JAX hands a batching rule its
+    arrays chains-first, so the rule moves the chain axis back to the end, and XLA
+    cancels that transpose against the one JAX inserted when the driver vmaps the step
+    over a trailing chain axis (``in_axes=-1``): the data stays where it is.  Chains
+    with their own couplings or fields run one by one; a batched ``beta`` (parallel
+    tempering's replicas) broadcasts over the chains.
     """
-    run = _sweeps(lat, num_sweeps, reverse, select=lat.num_states <= MAX_SELECT_STATES)
+    bound = MAX_SELECT_STATES_CHAINS_LAST if chains_last else MAX_SELECT_STATES
+    run = _sweeps(lat, num_sweeps, reverse, select=lat.num_states <= bound, chains_last=chains_last)
 
     def batched(keys, sub, J, tables, beta):  # keys (chains, 2), sub 4 x (chains, h, w), beta () or (chains,)
+        if chains_last:
+            sub = [jnp.moveaxis(x, 0, -1) for x in sub]
+            new, flags = run(keys[:, 0], keys[:, 1], sub, J, tables, beta)
+            return tuple(jnp.moveaxis(x, -1, 0) for x in new) + (jnp.sum(flags, axis=(0, 1), dtype=jnp.int32),)
         beta = jnp.reshape(beta, jnp.shape(beta) + (1, 1))
-        return run(keys[:, 0, None, None], keys[:, 1, None, None], list(sub), J, tables, beta)
+        new, flags = run(keys[:, 0, None, None], keys[:, 1, None, None], list(sub), J, tables, beta)
+        return tuple(new) + (_count_flags(flags),)
 
     @jax.custom_batching.custom_vmap
     def step(key_data, a, b, c, d, J, beta, *tables):
@@ -397,31 +468,40 @@ def build_step(lat: PottsLattice, num_sweeps: int = 1, reverse: bool = False) ->
         args = (key_data, a, b, c, d, J, beta, *tables)
         if in_batched[5] or any(in_batched[7:]):  # per-chain couplings: chain by chain
             args = [v if bat else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v)) for v, bat in zip(args, in_batched)]
-            return jax.lax.map(lambda x: step(*x), tuple(args)), (True,) * 4
+            return jax.lax.map(lambda x: step(*x), tuple(args)), (True,) * 5
         keys = key_data if in_batched[0] else jnp.broadcast_to(key_data, (axis_size, 2))
         sub = tuple(v if bat else jnp.broadcast_to(v, (axis_size,) + v.shape) for v, bat in zip(args[1:5], in_batched[1:5]))
-        return batched(keys, sub, J, tables, beta), (True,) * 4
+        return batched(keys, sub, J, tables, beta), (True,) * 5
 
     def chain_step(rng_key, sub, J, tables, beta):
         k1, k2 = key_pair(rng_key)
         J = jnp.asarray(J)
+        # the layout's half of the tables (the other half is then unused: a jitted caller never makes it)
+        tables = tables[NUM_TABLES:] if chains_last else tables[:NUM_TABLES]
         tables = tuple(jnp.asarray(t, J.dtype) for t in tables)
         return step(jnp.stack([k1, k2]), *sub, J, jnp.asarray(beta, J.dtype), *tables)
 
     return chain_step
 
 
-def count_changed(old: PottsLatticeState, new: PottsLatticeState) -> jax.Array:
-    """Number of sites whose value differs between two states (``int32``; reduces the last two axes).
+def _count_flags(flags: jax.Array) -> jax.Array:
+    """Sum of ``uint8`` change flags (0 to 4 per position) over the last two axes, as ``int32``.
 
-    The four sub-lattices' change flags are added site by site (at most 4) and the
-    ``(h, w)`` grid, cut into ``k <= 16`` equal contiguous pieces, is first added piece
-    by piece in ``uint8`` (at most ``4 k <= 64``: a reduction over a short outer axis,
-    which XLA fuses with the comparisons and vectorises along the pieces); only those
-    sums are widened and reduced.
+    The ``(h, w)`` grid, cut into ``k <= 16`` equal contiguous pieces, is first added
+    piece by piece in ``uint8`` (at most ``4 k <= 64``: a reduction over a short outer
+    axis, which XLA fuses and vectorises along the pieces); only those sums are widened
+    and reduced.
     """
-    flags = sum((x != y).astype(jnp.uint8) for x, y in zip(old, new))
     lead, size = flags.shape[:-2], flags.shape[-2] * flags.shape[-1]
     pieces = max(d for d in range(1, min(16, size) + 1) if size % d == 0)
     sums = jnp.sum(flags.reshape(lead + (pieces, size // pieces)), axis=-2, dtype=jnp.uint8)
     return jnp.sum(sums, axis=-1, dtype=jnp.int32)
+
+
+def count_changed(old: PottsLatticeState, new: PottsLatticeState) -> jax.Array:
+    """Number of sites whose value differs between two states (``int32``; reduces the last two axes).
+
+    The four sub-lattices' change flags are added site by site (at most 4), then
+    summed by :func:`_count_flags`.
+    """
+    return _count_flags(sum((x != y).astype(jnp.uint8) for x, y in zip(old, new)))
