@@ -325,3 +325,70 @@ def test_sample_default_trace_counts_changed_sites(num_sweeps):
     want = (states[:, 1:] != states[:, :-1]).sum(axis=(-2, -1))
     np.testing.assert_array_equal(np.asarray(out.infos.num_changed), want)
     assert want.min() > 0
+
+
+@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "spin"), (False, "binary")])
+@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
+def test_chains_last_sweep_is_the_chains_first_sweep_bit_for_bit(periodic, domain, num_sweeps, reverse):
+    # the batching rule of chains_last=True on (h, w, chains) words: the same words and flags, and counts equal to
+    # count_flags; a table per chain (parallel tempering's replicas) too
+    layout = checkerboard.LatticeLayout(6, 8, periodic, domain, "float32")
+    x = jax.random.bernoulli(jax.random.key(3), 0.5, (12, 6, 8)).astype(jnp.float32)
+    words = jax.vmap(layout.pack)(x)
+    keys = jax.random.split(jax.random.key(4), 12)
+    for table, axis in (
+        (layout.thresholds(0.4, -0.2, 1.0), None),
+        (jax.vmap(lambda J: layout.thresholds(J, 0.2, 1.0))(0.1 * jnp.arange(12.0)), 0),
+    ):
+        first = jax.vmap(checkerboard.build_sweep(layout, num_sweeps, reverse, True), in_axes=(0, 0, 0, axis))
+        last = jax.vmap(
+            checkerboard.build_sweep(layout, num_sweeps, reverse, True, chains_last=True),
+            in_axes=(0, -1, -1, axis),
+            out_axes=(-1, -1, 0),
+        )
+        want = jax.jit(first)(keys, *words, table)
+        even, odd, changed = jax.jit(last)(keys, *(jnp.moveaxis(w, 0, -1) for w in words), table)
+        np.testing.assert_array_equal(np.moveaxis(np.asarray(even), -1, 0), np.asarray(want[0]))
+        np.testing.assert_array_equal(np.moveaxis(np.asarray(odd), -1, 0), np.asarray(want[1]))
+        np.testing.assert_array_equal(np.asarray(changed), np.asarray(checkerboard.count_flags(*want)))
+    with pytest.raises(ValueError, match="track_changes"):
+        checkerboard.build_sweep(layout, chains_last=True)
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_sample_steps_many_chains_last_bit_for_bit(periodic, monkeypatch):
+    # ui.sample keeps 8 or more chains on the trailing axis: the same draws, energies, counts and final state as
+    # stepping them chains-first
+    from collections import OrderedDict
+
+    from ugm_infer import sampling
+    from ugm_infer.kernels import _common
+
+    model = ui.models.lattice_ising(6, 8, periodic=periodic)
+    params = model.init_params(J=0.3, h=0.1)
+    x0 = model.random_state(jax.random.key(0), 16)
+    runs = []
+    for minimum in (_common.MIN_CHAINS_LAST, 10**9):
+        monkeypatch.setattr(_common, "MIN_CHAINS_LAST", minimum)
+        monkeypatch.setattr(sampling, "_RUN_CACHE", OrderedDict())
+        out = ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), x0, 4, thin=2, model=model, params=params)
+        again = ui.sample(jax.random.key(2), ui.kernels.gibbs(model, params), out.final_state, 3)
+        runs.append((out, again))
+    (a, a2), (b, b2) = runs
+    for x, y in ((a.states, b.states), (a.energies, b.energies), (a.infos, b.infos), (a2.states, b2.states)):
+        jax.tree.map(np.testing.assert_array_equal, x, y)
+    jax.tree.map(np.testing.assert_array_equal, tuple(a2.final_state), tuple(b2.final_state))
+    assert type(a2.final_state) is type(b2.final_state) and not type(a2.final_state).chains_last
+
+
+def test_sample_with_many_chains_matches_enumeration():
+    # the chains-last form through ui.sample, against the exact joint of (energy, magnetisation) on a 4x4 torus
+    model = ui.models.lattice_ising(4, 4)
+    params = model.init_params(J=0.35, h=0.15)
+    probs, cell = _energy_magnetisation_cells(model, params, 0.8)
+    start = model.random_state(jax.random.key(5), CHAINS)
+    out = ui.sample(jax.random.key(6), ui.kernels.gibbs(model, params, beta=0.8), start, 1, num_warmup=SWEEPS - 1)
+    idx = cell({"s": out.states["s"][:, 0]})
+    assert_distribution_matches(idx, probs, label="ui.sample, 4x4 torus")
+    wrong, _ = _energy_magnetisation_cells(model, params, 0.2)
+    assert_distribution_differs(idx, wrong, label="beta ignored")

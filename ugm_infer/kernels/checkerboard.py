@@ -223,26 +223,49 @@ def _shifted(q: jax.Array, offset: int, axis: int, periodic: bool) -> jax.Array:
     return jnp.where(jax.lax.broadcasted_iota(jnp.int32, q.shape, axis) == at, edge, inner)
 
 
-def _lookup(table: jax.Array, index: jax.Array) -> jax.Array:
-    """``table[index]`` as a chain of selects (fused elementwise; ``index`` in range)."""
-    out = jnp.broadcast_to(table[..., 0:1, None], index.shape)
+def _lookup(table: jax.Array, index: jax.Array, chains_last: bool = False) -> jax.Array:
+    """``table[index]`` as a chain of selects (fused elementwise; ``index`` in range).
+
+    ``table`` is ``(n,)``, or one row per chain: ``(..., n)`` against ``(..., h, w)``
+    indices, ``(chains, n)`` against ``(h, w, chains)`` with ``chains_last``.
+    """
+
+    def entry(k):
+        return table[..., k] if chains_last else table[..., k : k + 1, None]
+
+    out = jnp.broadcast_to(entry(0), index.shape)
     for k in range(1, table.shape[-1]):
-        out = jnp.where(index >= k, table[..., k : k + 1, None], out)
+        out = jnp.where(index >= k, entry(k), out)
     return out
 
 
 def _update_colour(
-    layout: LatticeLayout, q: jax.Array, colour: int | jax.Array, k1, k2, counter, table, old=None, keep=None
+    layout: LatticeLayout,
+    q: jax.Array,
+    colour: int | jax.Array,
+    k1,
+    k2,
+    counter,
+    table,
+    old=None,
+    keep=None,
+    chains_last: bool = False,
 ) -> jax.Array:
-    """New words of ``colour`` (0 or 1, an int or traced) given the other colour's words ``q`` (one chain, ``(h, w)``).
+    """New words of ``colour`` (0 or 1, an int or traced) given the other colour's words ``q``.
 
-    With ``old`` (this colour's words before the update) the new words also carry
-    change flags (see :func:`build_sweep`): a site's flag is set when its new value
-    differs from its value at the start of the step, read from ``old``'s value and,
-    where ``keep`` (``0x0101`` or 0, uint16) keeps it, ``old``'s flag.
+    ``q`` is one chain's ``(h, w)`` words, or ``(h, w, chains)`` with ``chains_last``
+    (``k1``, ``k2`` then ``(chains,)`` or scalars).  With ``old`` (this colour's words
+    before the update) the new words also carry change flags (see :func:`build_sweep`):
+    a site's flag is set when its new value differs from its value at the start of the
+    step, read from ``old``'s value and, where ``keep`` (``0x0101`` or 0, uint16) keeps
+    it, ``old``'s flag.
     """
-    h, w = q.shape
+    h, w = q.shape[:2]
     periodic = layout.periodic
+
+    def grid(a):  # an (h, w) array against the words
+        return a[..., None] if chains_last else a
+
     even = colour == 0  # low site reads q[i, j - 1] and high site q[i, j + 1]; the reverse for colour 1
 
     def pick(if_even, if_odd):  # a Python int colour selects statically: only the reads it needs
@@ -259,8 +282,8 @@ def _update_colour(
     n_low = centre + low(pick(left, right)) + high(_shifted(q, -1, 0, periodic))
     n_high = centre + high(pick(right, left)) + low(_shifted(q, 1, 0, periodic))
     if layout.num_thresholds == 9:  # open spins: index 2n - d + 4 with d neighbours present
-        row = jax.lax.broadcasted_iota(jnp.int32, (h, w), 0)
-        col = jax.lax.broadcasted_iota(jnp.int32, (h, w), 1)
+        row = grid(jax.lax.broadcasted_iota(jnp.int32, (h, w), 0))
+        col = grid(jax.lax.broadcasted_iota(jnp.int32, (h, w), 1))
         has_left, has_right = (col >= 1).astype(jnp.uint32), (col + 1 < w).astype(jnp.uint32)
         d_low = 2 + pick(has_left, has_right) + (row >= 1).astype(jnp.uint32)
         d_high = 2 + pick(has_right, has_left) + (row + 1 < h).astype(jnp.uint32)
@@ -268,9 +291,9 @@ def _update_colour(
     else:
         i_low, i_high = n_low, n_high
     site = jax.lax.broadcasted_iota(jnp.uint32, (h, w), 0) * jnp.uint32(w) + jax.lax.broadcasted_iota(jnp.uint32, (h, w), 1)
-    u_low, u_high = threefry2x32(k1, k2, jnp.broadcast_to(counter, (h, w)), site)
-    up_low = (u_low < _lookup(table, i_low)).astype(jnp.uint16)
-    up_high = (u_high < _lookup(table, i_high)).astype(jnp.uint16)
+    u_low, u_high = threefry2x32(k1, k2, jnp.broadcast_to(counter, q.shape), jnp.broadcast_to(grid(site), q.shape))
+    up_low = (u_low < _lookup(table, i_low, chains_last)).astype(jnp.uint16)
+    up_high = (u_high < _lookup(table, i_high, chains_last)).astype(jnp.uint16)
     new = up_low | (up_high << _HIGH)  # _LOW == 0
     if old is None:
         return new
@@ -278,7 +301,9 @@ def _update_colour(
     return new | (((new ^ start) & _VALUES) << _FLAG)
 
 
-def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = False, track_changes: bool = False):
+def build_sweep(
+    layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = False, track_changes: bool = False, chains_last: bool = False
+):
     """``sweep(rng_key, even, odd, table) -> (even, odd)``: ``num_sweeps`` checkerboard sweeps of one chain.
 
     ``even``, ``odd`` are the colours' ``(h, w)`` uint16 words (:meth:`LatticeLayout.pack`),
@@ -293,14 +318,24 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
     words at the same index), so counting the changed sites of a step costs one
     pass over the new words and no copy of the old ones.  Every reader of the words
     masks the value bits, so flagged words are valid states; input flags are ignored.
+
+    ``chains_last=True`` (with ``track_changes``): ``sweep(...) -> (even, odd,
+    num_changed)``, and under ``jax.vmap`` a batching rule sweeps all chains at once
+    on ``(h, w, chains)`` words (:meth:`LatticeGibbsState.with_chains_last`): the
+    neighbour reads shift whole rows of chains, and the arithmetic is vectorised along
+    the chains, whatever the lattice's width.  JAX hands the rule its words
+    chains-first; it moves the chain axis back to the end, which cancels against the
+    transpose JAX inserted when the driver vmaps the sweep over a trailing chain axis
+    (``in_axes=-1``).  The changed sites are counted inside the rule.  The draws are
+    those of the chains-first sweep, bit for bit.
     """
     if layout.height % 2 or layout.width % 2:
         raise ValueError(f"the four-sub-lattice sweep needs an even height and width, got {layout.height}x{layout.width}")
+    if chains_last and not track_changes:
+        raise ValueError("`chains_last=True` counts the changed sites: use it with `track_changes=True`")
     first = 1 if reverse else 0
 
-    def sweep(rng_key, even, odd, table):
-        k1, k2 = key_pair(rng_key)
-
+    def run(k1, k2, even, odd, table):
         def one(i, words):
             # words = (colour ``first``, the other colour); half-sweep t = 2 i + (0 or 1) uses counter t.
             # The colours are static, so each update reads only the shifted words it needs; the
@@ -310,15 +345,46 @@ def build_sweep(layout: LatticeLayout, num_sweeps: int = 1, reverse: bool = Fals
             i = jnp.asarray(i, jnp.uint32)
             a, b = words
             old_a, old_b = (a, b) if track_changes else (None, None)
-            a = jax.lax.optimization_barrier(_update_colour(layout, b, first, k1, k2, 2 * i, table, old_a, keep))
-            b = jax.lax.optimization_barrier(_update_colour(layout, a, 1 - first, k1, k2, 2 * i + 1, table, old_b, keep))
+            new_a = _update_colour(layout, b, first, k1, k2, 2 * i, table, old_a, keep, chains_last)
+            a = jax.lax.optimization_barrier(new_a)
+            new_b = _update_colour(layout, a, 1 - first, k1, k2, 2 * i + 1, table, old_b, keep, chains_last)
+            b = jax.lax.optimization_barrier(new_b)
             return a, b
 
         start = (even, odd) if first == 0 else (odd, even)
         a, b = one(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, one, start)
         return (a, b) if first == 0 else (b, a)
 
-    return sweep
+    if not chains_last:
+
+        def sweep(rng_key, even, odd, table):
+            k1, k2 = key_pair(rng_key)
+            return run(k1, k2, even, odd, table)
+
+        return sweep
+
+    def batched(keys, even, odd, table):  # keys (chains, 2); words (chains, h, w); table (n,) or (chains, n)
+        even, odd = jnp.moveaxis(even, 0, -1), jnp.moveaxis(odd, 0, -1)
+        even, odd = run(keys[:, 0], keys[:, 1], even, odd, table)
+        flags = ((even >> _FLAG) & _VALUES) + ((odd >> _FLAG) & _VALUES)  # two bytes, each at most 2
+        changed = jnp.sum((flags & 0xFF) + (flags >> 8), axis=(0, 1), dtype=jnp.int32)
+        return jnp.moveaxis(even, -1, 0), jnp.moveaxis(odd, -1, 0), changed
+
+    @jax.custom_batching.custom_vmap
+    def step(key_data, even, odd, table):
+        return tuple(x[0] for x in batched(key_data[None], even[None], odd[None], table))
+
+    @step.def_vmap
+    def _batched(axis_size, in_batched, key_data, even, odd, table):
+        keys = key_data if in_batched[0] else jnp.broadcast_to(key_data, (axis_size, 2))
+        even, odd = (x if b else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip((even, odd), in_batched[1:3]))
+        return batched(keys, even, odd, table), (True, True, True)
+
+    def chain_sweep(rng_key, even, odd, table):
+        k1, k2 = key_pair(rng_key)
+        return step(jnp.stack([k1, k2]), even, odd, table)
+
+    return chain_sweep
 
 
 def _byte_sum(words: jax.Array, most: int) -> jax.Array:
@@ -405,10 +471,33 @@ class LatticeGibbsState(NamedTuple):
     even: jax.Array
     odd: jax.Array
 
+    #: the batched layout of this state type: ``False`` for ``(chains, H/2, W/2)`` words, ``True`` for
+    #: ``(H/2, W/2, chains)`` (see :meth:`with_chains_last`)
+    chains_last = False
+
     @property
     def position(self) -> dict:
         layout = type(self).layout
         return {layout.name: _compiled_unpack(layout)(self.even, self.odd)}
+
+    @classmethod
+    def with_chains_last(cls, states: LatticeGibbsState) -> LatticeGibbsState:
+        """Batched states ``(chains, h, w)`` -> the same chains as ``(h, w, chains)`` words.
+
+        The layout the sweep of many chains runs fastest on (:func:`build_sweep` with
+        ``chains_last``).  A driver that keeps its chains this way steps them with
+        ``jax.vmap(step, in_axes=(0, -1), out_axes=(-1, 0))`` and converts back with
+        :meth:`with_chains_first` (one transpose each way).
+        """
+        other = state_type(cls.layout, chains_last=True)
+        return other(*(jnp.moveaxis(x, 0, -1) for x in states))
+
+    @classmethod
+    def with_chains_first(cls, states: LatticeGibbsState) -> LatticeGibbsState:
+        """Inverse of :meth:`with_chains_last` (a no-op for states already chains-first)."""
+        if not cls.chains_last:
+            return states
+        return state_type(cls.layout)(*(jnp.moveaxis(x, -1, 0) for x in states))
 
 
 @functools.lru_cache(maxsize=64)
@@ -417,15 +506,17 @@ def _compiled_unpack(layout: LatticeLayout) -> Callable:
     return jax.jit(layout.unpack)
 
 
-_STATE_TYPES: dict[LatticeLayout, type] = {}
+_STATE_TYPES: dict[tuple[LatticeLayout, bool], type] = {}
 
 
-def state_type(layout: LatticeLayout) -> type:
-    """The :class:`LatticeGibbsState` subclass of ``layout`` (one class per layout, so pytrees compare equal)."""
-    cls = _STATE_TYPES.get(layout)
+def state_type(layout: LatticeLayout, chains_last: bool = False) -> type:
+    """The :class:`LatticeGibbsState` subclass of ``layout`` and batched layout (one class per pair: equal pytrees)."""
+    key = (layout, bool(chains_last))
+    cls = _STATE_TYPES.get(key)
     if cls is None:
-        cls = type("LatticeGibbsState", (LatticeGibbsState,), {"layout": layout, "__slots__": ()})
-        _STATE_TYPES[layout] = cls
+        attrs = {"layout": layout, "chains_last": key[1], "__slots__": ()}
+        cls = type("LatticeGibbsState", (LatticeGibbsState,), attrs)
+        _STATE_TYPES[key] = cls
     return cls
 
 

@@ -289,11 +289,13 @@ def build_kernel(
         )
         return position
 
-    def run_lattice(rng_key, layout, words, logdensity_fn):
-        if layout not in lattice_sweeps:
-            lattice_sweeps[layout] = checkerboard.build_sweep(layout, num_sweeps, reverse, track_changes=True)
+    def run_lattice(rng_key, layout, words, logdensity_fn, chains_last=False):
+        """The new words (with change flags); with ``chains_last`` (a batched state's layout) also the count."""
+        if (layout, chains_last) not in lattice_sweeps:
+            sweep = checkerboard.build_sweep(layout, num_sweeps, reverse, track_changes=True, chains_last=chains_last)
+            lattice_sweeps[layout, chains_last] = sweep
         table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
-        return lattice_sweeps[layout](rng_key, *words, table)
+        return lattice_sweeps[layout, chains_last](rng_key, *words, table)
 
     def run_potts(rng_key, lat, sites, logdensity_fn, chains_last=False):
         """``(a, b, c, d, num_changed)`` after the sweeps (``chains_last``: the layout of a batched state)."""
@@ -307,6 +309,9 @@ def build_kernel(
         if isinstance(state, checkerboard.LatticeGibbsState):
             layout = type(state).layout
             same = isinstance(logdensity_fn, checkerboard.LatticeLogDensity) and logdensity_fn.layout(layout.dtype) == layout
+            if scan == "block" and same and type(state).chains_last:  # counted inside the batched sweep
+                even, odd, changed = run_lattice(rng_key, layout, tuple(state), logdensity_fn, chains_last=True)
+                return type(state)(even, odd), GibbsInfo(changed)
             if scan == "block" and same:  # the words carry change flags: counted without the old words
                 words = run_lattice(rng_key, layout, tuple(state), logdensity_fn)
                 return type(state)(*words), GibbsInfo(checkerboard.count_flags(*words))
