@@ -62,7 +62,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.kernels.checkerboard import _shifted, key_pair, threefry2x32
+from ugm_infer.kernels.checkerboard import _shifted, key_pair, sum_leading, threefry2x32
 
 __all__ = [
     "PottsLogDensity",
@@ -454,7 +454,7 @@ def build_step(lat: PottsLattice, num_sweeps: int = 1, reverse: bool = False, ch
         if chains_last:
             sub = [jnp.moveaxis(x, 0, -1) for x in sub]
             new, flags = run(keys[:, 0], keys[:, 1], sub, J, tables, beta)
-            return tuple(jnp.moveaxis(x, -1, 0) for x in new) + (jnp.sum(flags, axis=(0, 1), dtype=jnp.int32),)
+            return tuple(jnp.moveaxis(x, -1, 0) for x in new) + (sum_leading(flags),)
         beta = jnp.reshape(beta, jnp.shape(beta) + (1, 1))
         new, flags = run(keys[:, 0, None, None], keys[:, 1, None, None], list(sub), J, tables, beta)
         return tuple(new) + (_count_flags(flags),)
