@@ -392,3 +392,27 @@ def test_sample_with_many_chains_matches_enumeration():
     assert_distribution_matches(idx, probs, label="ui.sample, 4x4 torus")
     wrong, _ = _energy_magnetisation_cells(model, params, 0.2)
     assert_distribution_differs(idx, wrong, label="beta ignored")
+
+
+@pytest.mark.parametrize("num_sweeps", [1, 3])
+def test_learners_step_many_particles_last_bit_for_bit(num_sweeps, monkeypatch):
+    # a PCD learner advances 8 or more particles of a lattice model in the chains-last layout: the same
+    # particles and parameters as chains-first, for the Ising and the Potts lattice sweeps
+    from ugm_infer.kernels import _common
+
+    for model, params in (
+        (ui.models.lattice_ising(6, 8), {"J": jnp.float32(0.0), "h": jnp.float32(0.0)}),
+        (ui.models.lattice_potts(4, 6, 3, periodic=True), None),
+    ):
+        params = params if params is not None else model.init_params(jax.random.key(0), scale=0.0)
+        data = model.random_state(jax.random.key(1), 16)
+        results = []
+        for minimum in (_common.MIN_CHAINS_LAST, 10**9):
+            monkeypatch.setattr(_common, "MIN_CHAINS_LAST", minimum)
+            learner = ui.learn.pcd(model, num_particles=16, num_sweeps=num_sweeps)
+            state = learner.init(jax.random.key(2), params)
+            step = jax.jit(learner.step)
+            for t in range(3):
+                state, info = step(jax.random.key(3 + t), state, data)
+            results.append((state.params, state.particles, info))
+        jax.tree.map(np.testing.assert_array_equal, results[0], results[1])

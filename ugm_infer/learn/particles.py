@@ -54,6 +54,7 @@ from blackjax.smc import ess as smc_ess
 
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels import gibbs
+from ugm_infer.kernels._common import chains_first, chains_last
 from ugm_infer.kernels.gibbs import SCANS
 from ugm_infer.learn.base import check_nonnegative_int, check_positive_int, is_concrete
 
@@ -244,25 +245,21 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
     """
     init_fn, kernel_fn = kernel.get(params)
     num_chains = jax.tree.leaves(positions)[0].shape[0]
-
-    def one_chain(key, position):
-        state = init_fn(position, logdensity_fn)
-
-        def body(state, key_step):
-            return kernel_fn(key_step, state, logdensity_fn)
-
-        if num_steps == 1:  # the chain's key is the step's key: no split, no scan
-            state, info = body(state, key)
-            infos = jax.tree.map(lambda x: jnp.asarray(x)[None], info)
-        else:
-            state, infos = jax.lax.scan(body, state, jax.random.split(key, num_steps))
-        if not hasattr(state, "position"):
-            raise TypeError(
-                f"the kernel state {type(state).__name__} has no `.position`; learners read the particles from it"
-            )
-        return state.position, _mean_over_steps(infos)
-
-    return jax.vmap(one_chain)(jax.random.split(rng_key, num_chains), positions)
+    keys = jax.random.split(rng_key, num_chains)
+    states = jax.vmap(lambda position: init_fn(position, logdensity_fn))(positions)
+    if not hasattr(type(states), "position") and not hasattr(states, "position"):
+        raise TypeError(f"the kernel state {type(states).__name__} has no `.position`; learners read the particles from it")
+    # the steps run on the chains in the layout the kernel's batched step prefers (a lattice state: chains last)
+    states, axis = chains_last(states, num_chains)
+    step = jax.vmap(lambda key, state: kernel_fn(key, state, logdensity_fn), in_axes=(0, axis), out_axes=(axis, 0))
+    if num_steps == 1:  # the chain's key is the step's key: no split, no scan
+        states, info = step(keys, states)
+        infos = jax.tree.map(lambda x: jnp.asarray(x)[None], info)
+    else:  # each chain splits its key into its steps' keys
+        step_keys = jnp.swapaxes(jax.vmap(lambda key: jax.random.split(key, num_steps))(keys), 0, 1)
+        states, infos = jax.lax.scan(lambda s, k: step(k, s), states, step_keys)
+    positions = jax.vmap(lambda state: state.position)(chains_first(states) if axis else states)
+    return positions, _mean_over_steps(infos)
 
 
 def advance_persistent(kernel: Persistent, rng_key, kernel_states, logdensity_fn, num_steps: int):
