@@ -299,6 +299,8 @@ def test_energy_of_words_equals_the_energy(height, width, periodic, domain, dtyp
     assert model.energy_of_words(params, layout._replace(periodic=not periodic), *jax.vmap(layout.pack)(x["s"])) is None
     words = jax.jit(lambda p, x: model.energy_of_words(p, layout, *jax.vmap(layout.pack)(x)))(params, x["s"])
     np.testing.assert_array_equal(np.asarray(got), np.asarray(model.energies(params, x)))
+    last = model.energy_of_words(params, layout, *(jnp.moveaxis(w, 0, -1) for w in jax.vmap(layout.pack)(x["s"])), True)
+    np.testing.assert_array_equal(np.asarray(last), np.asarray(got))  # the words with the chains last
     # compiled, the final -J pair - h total may round once (a fused multiply-add) on either path alike
     np.testing.assert_array_equal(np.asarray(words), np.asarray(jax.jit(model.energies)(params, x)))
 

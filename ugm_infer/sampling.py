@@ -341,10 +341,10 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         # a lattice chain kept as four-sub-lattice words: the same energies from the words, not unpacked
         of_words = getattr(model, "energy_of_words", None)
         if of_words is not None and isinstance(state, checkerboard.LatticeGibbsState):
-            out = of_words(params, type(state).layout, state.even, state.odd)
+            out = of_words(params, type(state).layout, state.even, state.odd, type(state).chains_last)
             if out is not None:
                 return out
-        return jax.vmap(lambda pos: energy(params, pos))(state.position)
+        return jax.vmap(lambda pos: energy(params, pos))(chains_first(state).position)
 
     @jax.jit
     def run(rng_key, position, params, build_args):
@@ -360,6 +360,7 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
             return jax.random.split(key, shape + (num_chains,))
 
         def record(state, info):
+            recorded = energies(params, state) if model is not None else None
             state = chains_first(state) if axis else state
             traced = trace(state, info)
             if trace_fn is not None and any(
@@ -369,11 +370,7 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
                     "`trace_fn(state, info)` receives all chains at once and must return leaves with a leading chain "
                     f"axis of length {num_chains}, got shapes {jax.tree.map(jnp.shape, traced)}"
                 )
-            return (
-                state.position if keep_states else None,
-                energies(params, state) if model is not None else None,
-                traced,
-            )
+            return state.position if keep_states else None, recorded, traced
 
         def one_draw(state, keys):
             # keys: (thin, num_chains) -- one key per chain for each step of the draw

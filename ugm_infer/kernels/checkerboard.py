@@ -430,7 +430,9 @@ def count_flags(even: jax.Array, odd: jax.Array) -> jax.Array:
     return _byte_sum(((even >> _FLAG) & _VALUES) + ((odd >> _FLAG) & _VALUES), 2)
 
 
-def pair_and_total(layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> tuple[jax.Array, jax.Array]:
+def pair_and_total(
+    layout: LatticeLayout, even: jax.Array, odd: jax.Array, chains_last: bool = False
+) -> tuple[jax.Array, jax.Array]:
     """``(sum_<ij> s_i s_j, sum_i s_i)`` as int32 from the words (reduces the last two axes).
 
     Every bond joins a site of colour 0 to one of colour 1: the four neighbours of each
@@ -439,12 +441,14 @@ def pair_and_total(layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> tu
     ``s_i s_j = 4 x_i x_j - 2 x_i - 2 x_j + 1`` with ``x = (s + 1) / 2``, so
     ``pair = 4 AND - 2 sum_i deg_i x_i + bonds``.  Reads the two word arrays once
     instead of unpacking the lattice.  On a torus with a side of 2 a pair of sites
-    would count twice (``lattice_ising`` refuses it).
+    would count twice (``lattice_ising`` refuses it).  ``chains_last``: words
+    ``(h, w, chains)``, reduced over the first two axes.
     """
     periodic, e, q = layout.periodic, even, odd
+    rows, cols = (0, 1) if chains_last else (-2, -1)
     mask, low_bit, high_bit = (jnp.uint16(v) for v in (0x0101, 1 << _LOW, 1 << _HIGH))
-    left, right = _shifted(q, -1, -1, periodic), _shifted(q, 1, -1, periodic)
-    up, down = _shifted(q, -1, -2, periodic), _shifted(q, 1, -2, periodic)
+    left, right = _shifted(q, -1, cols, periodic), _shifted(q, 1, cols, periodic)
+    up, down = _shifted(q, -1, rows, periodic), _shifted(q, 1, rows, periodic)
     swapped = (q >> _HIGH) | (q << _HIGH)  # C | B << 8: the other site of the word against A and D
     both = (
         (e & q & mask)
@@ -452,18 +456,29 @@ def pair_and_total(layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> tu
         + ((e & left & low_bit) | (e & right & high_bit))  # A(i, j) - B(i, j - 1), D(i, j) - C(i, j + 1)
         + ((e & (up >> _HIGH) & low_bit) | (e & (down << _HIGH) & high_bit))  # A - C(i - 1, j), D - B(i + 1, j)
     )
-    bonds_up = _byte_sum(both, 4)
-    ups = _byte_sum((e & mask) + (q & mask), 2)
+
+    def byte_sum(words, most):
+        return sum_leading((words & 0xFF) + (words >> 8)) if chains_last else _byte_sum(words, most)
+
+    bonds_up = byte_sum(both, 4)
+    ups = byte_sum((e & mask) + (q & mask), 2)
     if not layout.spin:
         return bonds_up, ups
     height, width = layout.height, layout.width
     if periodic:
         degree_ups, bonds = 4 * ups, 2 * height * width
     else:  # an edge site lacks one neighbour per edge: rows 0 (A, B), H - 1 (C, D), columns 0 (A, C), W - 1 (B, D)
-        row_first = jnp.sum(((e[..., 0, :] & low_bit) + (q[..., 0, :] & low_bit)).astype(jnp.int32), axis=-1)
-        row_last = jnp.sum((((e[..., -1, :] >> _HIGH) & 1) + ((q[..., -1, :] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
-        col_first = jnp.sum(((e[..., :, 0] & low_bit) + ((q[..., :, 0] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
-        col_last = jnp.sum(((q[..., :, -1] & low_bit) + ((e[..., :, -1] >> _HIGH) & 1)).astype(jnp.int32), axis=-1)
+
+        def edge(x, k, axis):  # row or column k of the words, flattened over the sites of that edge
+            return jax.lax.index_in_dim(x, k, axis=axis % x.ndim, keepdims=False)
+
+        def edge_sum(values):  # summed over the edge's sites (the axis left of rows and columns)
+            return sum_leading(values) if chains_last else jnp.sum(values.astype(jnp.int32), axis=-1)
+
+        row_first = edge_sum((edge(e, 0, rows) & low_bit) + (edge(q, 0, rows) & low_bit))
+        row_last = edge_sum(((edge(e, -1, rows) >> _HIGH) & 1) + ((edge(q, -1, rows) >> _HIGH) & 1))
+        col_first = edge_sum((edge(e, 0, cols) & low_bit) + ((edge(q, 0, cols) >> _HIGH) & 1))
+        col_last = edge_sum((edge(q, -1, cols) & low_bit) + ((edge(e, -1, cols) >> _HIGH) & 1))
         degree_ups = 4 * ups - row_first - row_last - col_first - col_last
         bonds = height * (width - 1) + width * (height - 1)
     return 4 * bonds_up - 2 * degree_ups + bonds, 2 * ups - height * width

@@ -173,13 +173,16 @@ class LatticeIsing(EnergyModel):
         sites = self.height * self.width
         return bool(np.isfinite(J) and np.isfinite(h) and (J * 2 * sites + h * sites) < 1e30)
 
-    def energy_of_words(self, params: Any, layout: LatticeLayout, even: jax.Array, odd: jax.Array) -> jax.Array | None:
+    def energy_of_words(
+        self, params: Any, layout: LatticeLayout, even: jax.Array, odd: jax.Array, chains_last: bool = False
+    ) -> jax.Array | None:
         """:meth:`energy` of states stored as four-sub-lattice words (any leading axes), or ``None``.
 
         The same values as unpacking and calling :meth:`energy` (the bond and site sums
         are integers, exact in the float dtype up to ``2^22`` sites), without unpacking.
         ``None`` when the words are of another lattice, the energy function was
-        replaced, or the lattice is larger than that.
+        replaced, or the lattice is larger than that.  ``chains_last``: words
+        ``(h, w, chains)`` (one energy per chain).
         """
         size = self.height * self.width
         same = (layout.height, layout.width, layout.periodic, layout.domain) == (
@@ -191,7 +194,7 @@ class LatticeIsing(EnergyModel):
         if not same or size > 1 << 22 or self.energy_fn is not self._energy:
             return None
         J, h = params["J"], params["h"]
-        pair, total = pair_and_total(layout, even, odd)
+        pair, total = pair_and_total(layout, even, odd, chains_last)
         dtype = compute_dtype(J)
         return -J * pair.astype(dtype) - h * total.astype(dtype)
 

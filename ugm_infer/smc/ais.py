@@ -72,6 +72,7 @@ from blackjax.smc.ess import log_ess
 from jax.scipy.special import xlogy
 
 from ugm_infer.kernels import checkerboard
+from ugm_infer.kernels._common import chains_first, chains_last
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.latent import conditional_model, mean_field
@@ -268,36 +269,37 @@ def _build_run(
         # a uniform base: log p_0 is the same at every configuration
         uniform_log_base = sum(jnp.sum(lp[..., 0]) for lp in log_probs.values()) if of_words is not None else None
 
-        def state_increment(state, a, b):
-            """:func:`increment` at the chain's configuration; a lattice chain's energy from its words."""
-            if of_words is not None and isinstance(state, checkerboard.LatticeGibbsState):
-                energy = of_words(params, type(state).layout, state.even, state.odd)
+        def increments(states, axis, a, b):
+            """:func:`increment` at every run's configuration; a lattice chain's energies from its words."""
+            if of_words is not None and isinstance(states, checkerboard.LatticeGibbsState):
+                energy = of_words(params, type(states).layout, states.even, states.odd, type(states).chains_last)
                 if energy is not None:
                     return (b - a) * (-_paths._as_float(energy) - uniform_log_base)
-            return increment(state.position, a, b)
-
-        def one_run(key, x):
-            # the chain stays in the kernel's own layout (a lattice's sub-lattices) along the path:
-            # converting a configuration in and out of it at every step costs many sweeps
-            def step(carry, inp):
-                state, total, comp = carry
-                a, b, k = inp
-                total, comp = _kahan_add(total, comp, state_increment(state, a, b))
-                state, _ = kernel(jax.random.fold_in(key, k), state, joint_logdensity(b))
-                return (state, total, comp), None
-
-            zero = jnp.zeros((), betas.dtype)  # float32, or float64 with x64 and float64 params
-            steps = (betas[:-1], betas[1:], jnp.arange(betas.shape[0] - 1))
-            start = gibbs_init(x, joint_logdensity(betas[0]))
-            (state, total, _), _ = jax.lax.scan(step, (start, zero, zero), steps)
-            return state.position, total
+            return jax.vmap(lambda state: increment(state.position, a, b), in_axes=axis)(states)
 
         key_latent, key_runs = jax.random.split(rng_key)
         x = {n: x_init[n] for n in names}
         if latent is not None:
             x[latent] = variables[latent].random(key_latent, (num_runs,))
         x = {n: x[n] for n in variables}
-        return jax.vmap(one_run)(jax.random.split(key_runs, num_runs), x)
+        keys = jax.random.split(key_runs, num_runs)
+        # the runs stay in the kernel's own layout (a lattice's sub-lattices, many runs with the chains last)
+        # along the path: converting configurations in and out of it at every step costs many sweeps
+        states = jax.vmap(lambda xx: gibbs_init(xx, joint_logdensity(betas[0])))(x)
+        states, axis = chains_last(states, num_runs)
+        move = jax.vmap(lambda kk, state, b: kernel(kk, state, joint_logdensity(b)), (0, axis, None), (axis, 0))
+
+        def step(carry, inp):
+            states, total, comp = carry
+            a, b, k = inp
+            total, comp = _kahan_add(total, comp, increments(states, axis, a, b))
+            states, _ = move(jax.vmap(lambda kk: jax.random.fold_in(kk, k))(keys), states, b)
+            return (states, total, comp), None
+
+        zero = jnp.zeros((num_runs,), betas.dtype)  # float32, or float64 with x64 and float64 params
+        steps = (betas[:-1], betas[1:], jnp.arange(betas.shape[0] - 1))
+        (states, total, _), _ = jax.lax.scan(step, (states, zero, zero), steps)
+        return jax.vmap(lambda state: state.position)(chains_first(states) if axis else states), total
 
     return jax.jit(run)
 
