@@ -37,13 +37,21 @@ Random numbers
     The hash is written with ``jax.numpy`` so that XLA fuses it with the neighbour
     count and the comparison into one loop per colour.
 Program structure
-    A sweep updates the first colour, then the second, each a static colour (only
-    the shifted reads it needs); ``num_sweeps > 1`` sweeps run in a ``lax.fori_loop``.
-    Half-sweep ``t`` (``0, 1, 2, ...``) hashes with counter ``t``.  Each colour's new
-    words pass through ``lax.optimization_barrier``, which XLA does not fuse across,
-    so they are written once and read by the next colour, whatever the caller does
-    with the result (without it XLA may inline an update into a consumer that reads
-    each word several times, repeating the hash).
+    Half-sweep ``t`` (``0, 1, 2, ...``) updates the first colour for even ``t`` and
+    the other for odd ``t``, hashing with counter ``t``.  One chain's sweep (and a
+    batch vectorised by ``jax.vmap``) runs the ``2 num_sweeps`` half-sweeps in a
+    ``lax.fori_loop`` that carries both colours' words, so each half-sweep's new
+    words are written once and read by the next.  Written as straight-line code,
+    XLA's CPU compiler fuses the first colour's update into every consumer that reads
+    its words (the second colour's four shifted reads and, when the caller unpacks the
+    lattice right after, the unpacking), computing each hash many times over: a pack,
+    one sweep and an unpack in a loop (a learner's step, parallel tempering) ran about
+    50 times slower than the sweep.  (``lax.optimization_barrier`` does not prevent
+    it: the CPU compiler removes barriers before fusing.)  The chains-last batching
+    rule (``chains_last=True``, used by the drivers that carry the words from step to
+    step: ``ui.sample``, AIS, a learner's multi-step advance) writes the two colours as
+    straight-line code with static colours, each reading only the shifted words it
+    needs: there the carried words are written out anyway.
 
 Exact: each half-sweep draws every site of a colour from its full conditional given
 the other colour (the sites of a colour do not interact), the same transition as the
@@ -86,6 +94,7 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _LOW, _HIGH = 0, 8  # bit of the low / high site of a word (code relies on _LOW == 0)
 _FLAG = 1  # change flags sit _FLAG bits above the values (bits 1 and 9), see build_sweep(track_changes=True)
 _VALUES = np.uint16((1 << _LOW) | (1 << _HIGH))
+SWITCH = False
 
 
 def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -336,23 +345,36 @@ def build_sweep(
     first = 1 if reverse else 0
 
     def run(k1, k2, even, odd, table):
-        def one(i, words):
-            # words = (colour ``first``, the other colour); half-sweep t = 2 i + (0 or 1) uses counter t.
-            # The colours are static, so each update reads only the shifted words it needs; the
-            # barriers keep each colour's words written once (see "Program structure").  Change
-            # flags: the first sweep compares with the input values, later ones keep the flags.
-            keep = None if isinstance(i, int) else jnp.where(i == 0, jnp.uint16(0), _VALUES)
-            i = jnp.asarray(i, jnp.uint32)
+        def half(t, words):
+            # words = (colour ``first``, the other colour); half-sweep t updates the first colour for
+            # even t, the other for odd t, hashing with counter t (see "Program structure").  Change
+            # flags: the first sweep (t < 2) compares with the input values, later ones keep the flags.
+            keep = jnp.where(t < 2, jnp.uint16(0), _VALUES) if track_changes else None
+            second = (t % 2) == 1
             a, b = words
-            old_a, old_b = (a, b) if track_changes else (None, None)
-            new_a = _update_colour(layout, b, first, k1, k2, 2 * i, table, old_a, keep, chains_last)
-            a = jax.lax.optimization_barrier(new_a)
-            new_b = _update_colour(layout, a, 1 - first, k1, k2, 2 * i + 1, table, old_b, keep, chains_last)
-            b = jax.lax.optimization_barrier(new_b)
+            other, old = jnp.where(second, a, b), jnp.where(second, b, a)
+            colour = jnp.where(second, 1 - first, first)
+            new = _update_colour(
+                layout, other, colour, k1, k2, t.astype(jnp.uint32), table, old if track_changes else None, keep, chains_last
+            )
+            return jnp.where(second, a, new), jnp.where(second, new, b)
+
+        def sweep(i, words):
+            # static colours (only the shifted reads each needs): for words the caller carries on
+            i = jnp.asarray(i, jnp.uint32)
+            keep = jnp.where(i == 0, jnp.uint16(0), _VALUES) if track_changes else None
+            a, b = words
+            a = _update_colour(layout, b, first, k1, k2, 2 * i, table, a if track_changes else None, keep, chains_last)
+            b = _update_colour(
+                layout, a, 1 - first, k1, k2, 2 * i + 1, table, b if track_changes else None, keep, chains_last
+            )
             return a, b
 
         start = (even, odd) if first == 0 else (odd, even)
-        a, b = one(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, one, start)
+        if chains_last:
+            a, b = sweep(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, sweep, start)
+        else:
+            a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, start)
         return (a, b) if first == 0 else (b, a)
 
     if not chains_last:

@@ -407,27 +407,52 @@ def _sweeps(lat: PottsLattice, num_sweeps: int, reverse: bool, select: bool, cha
     sub-lattices whose site the run changed (0 to 4).  With one sweep every site is
     drawn once, so the flags come out of each colour's update (its old values are at
     hand there: no copy of the old state is kept); with several, the start is compared
-    with the end.
+    with the end.  Half-sweep ``t`` updates colour ``order[t % 2]`` with counter ``t``.
+    Chains first, the half-sweeps run in a ``lax.fori_loop`` (a static colour in each
+    branch of a ``lax.switch``) that carries the sub-lattices, so each half-sweep's
+    values are written once: written as straight-line code, XLA's CPU compiler fuses
+    the first colour's update into every consumer that reads it (the second colour's
+    neighbour reads, and the caller's joining of the lattice when it reads the
+    position right after: a learner's step, parallel tempering), recomputing the draw
+    many times over.  Chains last (the drivers that carry the sub-lattices from step to
+    step) the two colours are straight-line code.
     """
     order = (1, 0) if reverse else (0, 1)
 
     def run(k1, k2, sub, J, tables, beta):
-        def one(t, sub, flags=None):
+        def colour_step(sub, flags, colour, counter):
             sub = list(sub)
-            for c, colour in enumerate(order):
-                counter = 2 * jnp.asarray(t, jnp.uint32) + jnp.uint32(c)
-                new = _colour_update(lat, sub, colour, J, tables, beta, k1, k2, counter, select, chains_last)
-                for i, value in new.items():
-                    if flags is not None:
-                        flags = flags + (value != sub[i]).astype(jnp.uint8)
-                    sub[i] = jax.lax.optimization_barrier(value)  # written once, read by the next colour
+            new = _colour_update(lat, sub, colour, J, tables, beta, k1, k2, counter, select, chains_last)
+            for i, value in new.items():
+                if flags is not None:
+                    flags = flags + (value != sub[i]).astype(jnp.uint8)
+                sub[i] = value
             return tuple(sub), flags
 
         sub = tuple(sub)
-        if num_sweeps == 1:
-            return one(0, sub, jnp.zeros(sub[0].shape, jnp.uint8))
-        new = jax.lax.fori_loop(0, num_sweeps, lambda t, s: one(t, s)[0], sub)
-        return new, sum((x != y).astype(jnp.uint8) for x, y in zip(sub, new))
+        one = num_sweeps == 1
+        flags = jnp.zeros(sub[0].shape, jnp.uint8) if one else None
+        if chains_last:
+
+            def sweep(t, carry):
+                sub, flags = carry
+                for c, colour in enumerate(order):
+                    sub, flags = colour_step(sub, flags, colour, 2 * jnp.asarray(t, jnp.uint32) + jnp.uint32(c))
+                return sub, flags
+
+            new, flags = sweep(0, (sub, flags)) if one else jax.lax.fori_loop(0, num_sweeps, sweep, (sub, None))
+        else:
+
+            def half(t, carry):
+                def branch(colour):
+                    return lambda carry: colour_step(*carry, colour, t.astype(jnp.uint32))
+
+                return jax.lax.switch(t % 2, [branch(colour) for colour in order], carry)
+
+            new, flags = jax.lax.fori_loop(0, 2 * num_sweeps, half, (sub, flags))
+        if flags is None:
+            flags = sum((x != y).astype(jnp.uint8) for x, y in zip(sub, new))
+        return new, flags
 
     return run
 
