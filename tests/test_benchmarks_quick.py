@@ -35,7 +35,7 @@ def _missing(module: str) -> bool:
 
 # script -> (extra arguments, reason to skip or None); extra arguments may name "{tmp}"
 SCRIPTS = {
-    "bench_ais_path.py": ([], None),
+    "bench_paths.py": ([], None),
     "bench_cost_curves.py": (["--png", "{tmp}/cost_curves.png"], None),
     "bench_dca.py": (
         ["--workdir", "{tmp}/dca"],
@@ -63,7 +63,7 @@ SCRIPTS = {
 
 # quick modes that cost more than ~15 s of CPU (measured on the 2-core development machine)
 SLOW = {
-    "bench_ais_path.py",
+    "bench_paths.py",
     "bench_cost_curves.py",
     "bench_dense.py",
     "bench_fit.py",
