@@ -53,8 +53,6 @@ from blackjax.smc.tempered import build_kernel as _fixed_kernel
 
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels._common import resolve_structure
-from ugm_infer.kernels._updates import SiteLogitsLogDensity
-from ugm_infer.kernels.checkerboard import LatticeLogDensity
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.smc import _paths
@@ -288,21 +286,16 @@ def _path_move(kernel: Callable, model: Any, params: Any, log_probs: Mapping, un
     BlackJAX hands the move ``logprior + lambda * loglik`` at the state's current
     tempering parameter ``lambda``, which :func:`_tempering_param` passes as ``tempering``;
     the move runs ``kernel`` on the same density (up to a constant) built by
-    :func:`~ugm_infer.smc._paths.bridge_logdensity`, which keeps the lattice Potts,
-    pairwise and site-log-odds forms the block-Gibbs kernel has fast sweeps for (a
-    lattice Ising density is handed as its site log-odds: see the comment below).
+    :func:`~ugm_infer.smc._paths.bridge_logdensity`, which keeps the lattice Ising and
+    Potts, pairwise and site-log-odds forms the block-Gibbs kernel has fast sweeps for
+    (BlackJAX rebuilds every chain state from its position at every step, so a lattice
+    configuration is packed into the sub-lattice layout, swept and unpacked each time).
     """
     variables = model.variables
 
     def move(rng_key, state, logdensity_fn, tempering):
         del logdensity_fn
-        density = _paths.bridge_logdensity(model, params, variables, log_probs, tempering, uniform_base)
-        if isinstance(density, LatticeLogDensity):
-            # BlackJAX rebuilds every chain state from its position at every SMC step; moving a
-            # lattice Ising configuration into the four-sub-lattice layout and back costs more
-            # than sweeping it with the closed-form site log-odds
-            density = SiteLogitsLogDensity(density, density.site_logits)
-        return kernel(rng_key, state, density)
+        return kernel(rng_key, state, _paths.bridge_logdensity(model, params, variables, log_probs, tempering, uniform_base))
 
     return move
 
