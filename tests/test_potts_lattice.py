@@ -235,3 +235,23 @@ def test_odd_torus_keeps_the_generic_path(calls):
     params = _params(model, 2)
     ui.sample(jax.random.key(1), ui.kernels.gibbs(model, params), model.random_state(jax.random.key(0), 2), 2)
     assert not calls
+
+
+@pytest.mark.parametrize("q, periodic", [(3, True), (7, False), (2, False)])
+def test_energy_of_sublattices_is_the_energy(q, periodic):
+    model = ui.models.lattice_potts(4, 6, q, periodic=periodic)
+    params = _params(model, q, scale=1.0, field=0.7)
+    ld = model.logdensity_fn(params)
+    lat = potts_lattice.lattice_of(ld, model)
+    x = model.random_state(jax.random.key(q), 10)
+    sub = tuple(jnp.moveaxis(lat.split(x["x"]), 1, 0))  # four (chains, h, w)
+    tables = ld.tables[: potts_lattice.NUM_TABLES]
+    want = np.asarray(model.energies(params, x))
+    first = potts_lattice.energy_of_sublattices(lat, sub, tables)
+    last = potts_lattice.energy_of_sublattices(lat, tuple(jnp.moveaxis(s, 0, -1) for s in sub), tables, chains_last=True)
+    np.testing.assert_allclose(np.asarray(first), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(last), want, rtol=1e-5, atol=1e-5)
+    # a table with one bond's couplings changed gives another energy
+    changed = list(tables)
+    changed[0] = changed[0].at[:, :, 0, 0].add(1.0)
+    assert not np.allclose(np.asarray(potts_lattice.energy_of_sublattices(lat, sub, tuple(changed))), want, atol=1e-3)

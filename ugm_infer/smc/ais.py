@@ -71,7 +71,7 @@ import numpy as np
 from blackjax.smc.ess import log_ess
 from jax.scipy.special import xlogy
 
-from ugm_infer.kernels import checkerboard
+from ugm_infer.kernels import checkerboard, potts_lattice
 from ugm_infer.kernels._common import chains_first, chains_last
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
@@ -265,16 +265,23 @@ def _build_run(
         def joint_logdensity(beta):  # the model's fast form where it has one (lattice, pairwise, site log-odds)
             return _paths.bridge_logdensity(model, params, variables, log_probs, beta, uniform_base)
 
-        of_words = getattr(model, "energy_of_words", None) if latent is None and uniform_base else None
+        own_layout = latent is None and uniform_base  # the runs are the model's own lattice chains
+        of_words = getattr(model, "energy_of_words", None) if own_layout else None
+        potts = potts_lattice.lattice_of(model.logdensity_fn(params), model) if own_layout else None
+        potts_tables = model.logdensity_fn(params).tables[: potts_lattice.NUM_TABLES] if potts is not None else None
         # a uniform base: log p_0 is the same at every configuration
-        uniform_log_base = sum(jnp.sum(lp[..., 0]) for lp in log_probs.values()) if of_words is not None else None
+        uniform_log_base = sum(jnp.sum(lp[..., 0]) for lp in log_probs.values()) if own_layout else None
 
         def increments(states, axis, a, b):
-            """:func:`increment` at every run's configuration; a lattice chain's energies from its words."""
+            """:func:`increment` at every run's configuration; a lattice chain's energies from its own layout."""
+            energy = None
             if of_words is not None and isinstance(states, checkerboard.LatticeGibbsState):
                 energy = of_words(params, type(states).layout, states.even, states.odd, type(states).chains_last)
-                if energy is not None:
-                    return (b - a) * (-_paths._as_float(energy) - uniform_log_base)
+            elif potts is not None and isinstance(states, potts_lattice.PottsLatticeState):
+                sub, lat = tuple(states), type(states).lattice
+                energy = potts_lattice.energy_of_sublattices(lat, sub, potts_tables, type(states).chains_last)
+            if energy is not None:
+                return (b - a) * (-_paths._as_float(energy) - uniform_log_base)
             return jax.vmap(lambda state: increment(state.position, a, b), in_axes=axis)(states)
 
         key_latent, key_runs = jax.random.split(rng_key)
