@@ -351,9 +351,10 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         algorithm = build(build_args)
         num_chains = jnp.shape(jax.tree.leaves(position)[0])[0]
         states = position if from_state else jax.vmap(algorithm.init)(position)
-        # the scan carries the chains in the layout the kernel's batched step prefers (e.g. trailing);
+        # the scan carries the chains in the layout the kernel's batched step prefers (e.g. trailing) when
+        # every step's state passes through a loop (at least two draws, or thin steps in their own loop);
         # what a caller sees (trace, kept states, final_state) has them leading
-        states, axis = chains_last(states, num_chains)
+        states, axis = chains_last(states, num_chains, carried=num_samples >= 2 or thin >= 2)
         step = jax.vmap(algorithm.step, in_axes=(0, axis), out_axes=(axis, 0))
 
         def chain_keys(key, shape):
@@ -373,10 +374,13 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
             return state.position if keep_states else None, recorded, traced
 
         def one_draw(state, keys):
-            # keys: (thin, num_chains) -- one key per chain for each step of the draw
-            state, info = step(keys[0], state)
-            if thin > 1:
-                (state, info), _ = jax.lax.scan(lambda c, k: (step(k, c[0]), None), (state, info), keys[1:])
+            # keys: (thin, num_chains) -- one key per chain for each step of the draw.  The thin steps run in
+            # one loop (a single step sits in the loop over draws): every step's state is a loop carry
+            if thin == 1:
+                state, info = step(keys[0], state)
+            else:
+                info = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(step, keys[0], state)[1])
+                state, info = jax.lax.fori_loop(0, thin, lambda j, c: step(keys[j], c[0]), (state, info))
             return state, record(state, info)
 
         def draws(state, key, count):

@@ -138,18 +138,26 @@ def check_initial_logdensity(logdensity_fn: Callable, position, value: Any = Non
 MIN_CHAINS_LAST = 8
 
 
-def chains_last(states, num_chains: int) -> tuple[Any, int]:
+def chains_last(states, num_chains: int, carried: bool = True) -> tuple[Any, int]:
     """``(states, axis)``: batched kernel states in the layout their batched step runs fastest on.
 
-    A state type with a ``with_chains_last`` class method (the lattice Potts sweep's
+    A state type with a ``with_chains_last`` class method (the lattice sweeps'
+    :class:`~ugm_infer.kernels.checkerboard.LatticeGibbsState` and
     :class:`~ugm_infer.kernels.potts_lattice.PottsLatticeState`) keeps many chains on the
     trailing axis of every leaf: its states are converted once (one transpose) and
     ``axis = -1``, for ``jax.vmap(step, in_axes=(0, axis), out_axes=(axis, 0))``.  Any
-    other state, or fewer than :data:`MIN_CHAINS_LAST` chains, is returned as it is with
-    ``axis = 0``.  :func:`chains_first` converts back.
+    other state, fewer than :data:`MIN_CHAINS_LAST` chains, or ``carried=False``, is
+    returned as it is with ``axis = 0``.  :func:`chains_first` converts back.
+
+    ``carried`` says that the driver runs every step inside a loop that carries the
+    states (a scan of at least two steps, or a step in the body of one): the
+    chains-last sweeps write their colours as straight-line code, and XLA's CPU fusion
+    writes a colour once only where a loop carries it; a lone step whose states flow
+    straight into another step or into the conversion back would have each colour's
+    update recomputed by every reader (tens of times slower).
     """
     to_last = getattr(type(states), "with_chains_last", None)
-    if to_last is None or num_chains < MIN_CHAINS_LAST:
+    if to_last is None or num_chains < MIN_CHAINS_LAST or not carried:
         return states, 0
     return to_last(states), -1
 

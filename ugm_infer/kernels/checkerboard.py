@@ -40,18 +40,19 @@ Program structure
     Half-sweep ``t`` (``0, 1, 2, ...``) updates the first colour for even ``t`` and
     the other for odd ``t``, hashing with counter ``t``.  One chain's sweep (and a
     batch vectorised by ``jax.vmap``) runs the ``2 num_sweeps`` half-sweeps in a
-    ``lax.fori_loop`` that carries both colours' words, so each half-sweep's new
-    words are written once and read by the next.  Written as straight-line code,
+    ``lax.fori_loop`` that carries both colours' words (a ``lax.switch`` gives each
+    half-sweep its static colour: only the shifted reads it needs), so each
+    half-sweep's new words are written once and read by the next.  Written as straight-line code,
     XLA's CPU compiler fuses the first colour's update into every consumer that reads
     its words (the second colour's four shifted reads and, when the caller unpacks the
     lattice right after, the unpacking), computing each hash many times over: a pack,
     one sweep and an unpack in a loop (a learner's step, parallel tempering) ran about
     50 times slower than the sweep.  (``lax.optimization_barrier`` does not prevent
     it: the CPU compiler removes barriers before fusing.)  The chains-last batching
-    rule (``chains_last=True``, used by the drivers that carry the words from step to
-    step: ``ui.sample``, AIS, a learner's multi-step advance) writes the two colours as
-    straight-line code with static colours, each reading only the shifted words it
-    needs: there the carried words are written out anyway.
+    rule (``chains_last=True``) writes the two colours as straight-line code (no
+    conditional, which copies the colour it passes through): its drivers
+    (``ui.sample``, AIS, a learner's multi-step update) use it only where a loop
+    carries every step's words (:func:`ugm_infer.kernels._common.chains_last`).
 
 Exact: each half-sweep draws every site of a colour from its full conditional given
 the other colour (the sites of a colour do not interact), the same transition as the
@@ -345,20 +346,6 @@ def build_sweep(
     first = 1 if reverse else 0
 
     def run(k1, k2, even, odd, table):
-        def half(t, words):
-            # words = (colour ``first``, the other colour); half-sweep t updates the first colour for
-            # even t, the other for odd t, hashing with counter t (see "Program structure").  Change
-            # flags: the first sweep (t < 2) compares with the input values, later ones keep the flags.
-            keep = jnp.where(t < 2, jnp.uint16(0), _VALUES) if track_changes else None
-            second = (t % 2) == 1
-            a, b = words
-            other, old = jnp.where(second, a, b), jnp.where(second, b, a)
-            colour = jnp.where(second, 1 - first, first)
-            new = _update_colour(
-                layout, other, colour, k1, k2, t.astype(jnp.uint32), table, old if track_changes else None, keep, chains_last
-            )
-            return jnp.where(second, a, new), jnp.where(second, new, b)
-
         def sweep(i, words):
             # static colours (only the shifted reads each needs): for words the caller carries on
             i = jnp.asarray(i, jnp.uint32)
@@ -370,11 +357,38 @@ def build_sweep(
             )
             return a, b
 
+        def switched(t, words):
+            # half-sweep t with a static colour in each branch (only the shifted reads it needs)
+            keep = jnp.where(t < 2, jnp.uint16(0), _VALUES) if track_changes else None
+
+            def branch(second):
+                def update(words):
+                    a, b = words
+                    other, old = (a, b) if second else (b, a)
+                    colour = 1 - first if second else first
+                    new = _update_colour(
+                        layout,
+                        other,
+                        colour,
+                        k1,
+                        k2,
+                        t.astype(jnp.uint32),
+                        table,
+                        old if track_changes else None,
+                        keep,
+                        chains_last,
+                    )
+                    return (a, new) if second else (new, b)
+
+                return update
+
+            return jax.lax.switch(t % 2, (branch(False), branch(True)), words)
+
         start = (even, odd) if first == 0 else (odd, even)
         if chains_last:
             a, b = sweep(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, sweep, start)
         else:
-            a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, start)
+            a, b = jax.lax.fori_loop(0, 2 * num_sweeps, switched, start)
         return (a, b) if first == 0 else (b, a)
 
     if not chains_last:

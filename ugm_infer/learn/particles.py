@@ -249,9 +249,9 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
     states = jax.vmap(lambda position: init_fn(position, logdensity_fn))(positions)
     if not hasattr(type(states), "position") and not hasattr(states, "position"):
         raise TypeError(f"the kernel state {type(states).__name__} has no `.position`; learners read the particles from it")
-    # several steps run on the chains in the layout the kernel's batched step prefers (a lattice state: chains
-    # last), carried by a scan; a single step stays chains-first (the kernel's form for a state read right after)
-    states, axis = chains_last(states, num_chains) if num_steps > 1 else (states, 0)
+    # several steps, carried by a scan, run on the chains in the layout the kernel's batched step prefers (a
+    # lattice state: chains last); a single step stays chains-first (see kernels._common.chains_last)
+    states, axis = chains_last(states, num_chains, carried=num_steps > 1)
     step = jax.vmap(lambda key, state: kernel_fn(key, state, logdensity_fn), in_axes=(0, axis), out_axes=(axis, 0))
     if num_steps == 1:  # the chain's key is the step's key: no split, no scan
         states, info = step(keys, states)

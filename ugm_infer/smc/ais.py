@@ -293,7 +293,7 @@ def _build_run(
         # the runs stay in the kernel's own layout (a lattice's sub-lattices, many runs with the chains last)
         # along the path: converting configurations in and out of it at every step costs many sweeps
         states = jax.vmap(lambda xx: gibbs_init(xx, joint_logdensity(betas[0])))(x)
-        states, axis = chains_last(states, num_runs)
+        states, axis = chains_last(states, num_runs, carried=betas.shape[0] >= 3)  # a loop of 2 or more steps
         move = jax.vmap(lambda kk, state, b: kernel(kk, state, joint_logdensity(b)), (0, axis, None), (axis, 0))
 
         def step(carry, inp):
