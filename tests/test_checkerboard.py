@@ -418,3 +418,60 @@ def test_learners_step_many_particles_last_bit_for_bit(num_sweeps, monkeypatch):
                 state, info = step(jax.random.key(3 + t), state, data)
             results.append((state.params, state.particles, info))
         jax.tree.map(np.testing.assert_array_equal, results[0], results[1])
+
+
+def _xor_ops(compiled_text: str) -> int:
+    """Bitwise-xor instructions in a compiled XLA program: about 20 per Threefry hash the program computes."""
+    import re
+
+    return len(re.findall(r"= \S+ xor\(", compiled_text))
+
+
+def test_a_sweep_between_pack_and_unpack_hashes_each_colour_once():
+    # XLA's CPU fusion recomputed a colour's update, hash included, in every reader of its words when the colours
+    # were straight-line code and the caller read the lattice right after (a learner's single step, parallel
+    # tempering, tempered transitions: 20-65x slower than the sweep).  Counted in the compiled programs: a pack, a
+    # sweep and an unpack in a loop hash no more than the sweep of carried words
+    layout = checkerboard.LatticeLayout(16, 16, True, "spin", "float32")
+    table = layout.thresholds(0.44, 0.0, 1.0)
+    x0 = jnp.ones((8, 16, 16), jnp.float32)
+    keys = jax.random.split(jax.random.key(1), (3, 8))
+    sweep = jax.vmap(checkerboard.build_sweep(layout, 1, False, track_changes=True), in_axes=(0, 0, 0, None))
+
+    def through_positions(x):
+        def body(x, k):
+            return jax.vmap(layout.unpack)(*sweep(k, *jax.vmap(layout.pack)(x), table)), None
+
+        return jax.lax.scan(body, x, keys)[0]
+
+    def carried(x):
+        words = jax.lax.scan(lambda w, k: (sweep(k, *w, table), None), jax.vmap(layout.pack)(x), keys)[0]
+        return jax.vmap(layout.unpack)(*words)
+
+    hashes = _xor_ops(jax.jit(through_positions).lower(x0).compile().as_text())
+    reference = _xor_ops(jax.jit(carried).lower(x0).compile().as_text())
+    assert 30 <= reference and hashes <= 1.2 * reference, (hashes, reference)
+
+
+@pytest.mark.parametrize("name", ["ising", "potts"])
+def test_sample_programs_hash_each_colour_once(name):
+    # whatever the number of draws and the thinning, ui.sample's compiled run hashes each colour once per sweep:
+    # the chains-last sweep (straight-line colours) is taken only where a loop carries every step
+    if name == "ising":
+        model = ui.models.lattice_ising(8, 8)
+        params = model.init_params(J=0.4)
+    else:
+        model = ui.models.lattice_potts(4, 6, 3, periodic=True)
+        params = model.init_params(jax.random.key(0), scale=0.5)
+    from ugm_infer import sampling
+    from ugm_infer.kernels._common import recipe_of
+
+    algorithm = ui.kernels.gibbs(model, params)
+    x0 = model.random_state(jax.random.key(1), 16)
+    counts = {}
+    for num_samples, thin in ((5, 1), (1, 1), (1, 2), (3, 2), (1, 3)):
+        ui.sample(jax.random.key(2), algorithm, x0, num_samples, thin=thin, keep_states=False)
+        run = next(reversed(sampling._RUN_CACHE.values()))
+        text = run.lower(jax.random.key(2), x0, None, recipe_of(algorithm).args).compile().as_text()
+        counts[num_samples, thin] = _xor_ops(text)
+    assert max(counts.values()) <= 1.5 * min(counts.values()), counts
