@@ -19,6 +19,9 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
     the fastest plain-JAX sweep found for few chains (``benchmarks/handwritten.py``):
     colours stored as packed ``uint16`` pairs, ``(chains, h, w)``, a fused Threefry
     hash per pair, integer thresholds.
+``hand_halves``
+    the packed sweep of one chain with its half-sweeps in a loop, each colour static
+    in a branch of a ``lax.switch`` (run for one chain).
 ``hand_last``
     the same sweep with the chains on the trailing axis, ``(h, w, chains)`` words (the
     neighbour reads shift whole rows of chains, the arithmetic is vectorised along the
@@ -75,8 +78,17 @@ from bench_sweeps import machine_info  # noqa: E402
 import ugm_infer as ui  # noqa: E402
 
 J, H = 0.44, 0.0
-CONTENDERS = ("ugm_infer", "ugm_continue", "hand_packed", "hand_last", "hand_subl", "ugm_user", "ugm_no_trace")
-HANDS = ("hand_packed", "hand_last", "hand_subl")
+CONTENDERS = (
+    "ugm_infer",
+    "ugm_continue",
+    "hand_packed",
+    "hand_halves",
+    "hand_last",
+    "hand_subl",
+    "ugm_user",
+    "ugm_no_trace",
+)
+HANDS = ("hand_packed", "hand_halves", "hand_last", "hand_subl")
 
 
 def user_energy(params, state):
@@ -136,6 +148,12 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
         run_packed = handwritten.packed_sweep(J, H, num_sweeps)
         jax.block_until_ready(run_packed(jax.random.key(0), packed))
         out["hand_packed"] = (lambda key: run_packed(key, packed), time.perf_counter() - t0)
+    if "hand_halves" in which and chains == 1:
+        t0 = time.perf_counter()
+        packed_h = handwritten.packed_from_spins(x0["s"])
+        run_halves = handwritten.packed_sweep(J, H, num_sweeps, halves=True)
+        jax.block_until_ready(run_halves(jax.random.key(0), packed_h))
+        out["hand_halves"] = (lambda key: run_halves(key, packed_h), time.perf_counter() - t0)
     if "hand_last" in which and chains > 1:
         t0 = time.perf_counter()
         last = tuple(jnp.moveaxis(w, 0, -1) for w in handwritten.packed_from_spins(x0["s"]))
@@ -239,7 +257,7 @@ def main(argv=None):
     chain_counts = args.chains or ([2] if args.quick else [1, 32, 256])
     repeats = args.repeats or (2 if args.quick else 5)
     target = args.target or (0.002 if args.quick else 0.3)
-    which = tuple(args.only or CONTENDERS[:5])
+    which = tuple(args.only or CONTENDERS[:6])
     load_before = os.getloadavg()
     rows = []
     for size in sizes:
@@ -259,11 +277,12 @@ def main(argv=None):
 
     print()
     print(
-        "| L | chains | sweeps / call | ugm_infer ns / spin update | continuing ns | hand packed ns | hand chains-last ns "
-        "| hand sub-lattice ns | **best hand / ugm** (paired median, min-max) | **best hand / continuing** "
-        "| CPU time: best hand / ugm | CPU time: best hand / continuing | first call ugm / hand packed (s) | load |"
+        "| L | chains | sweeps / call | ugm_infer ns / spin update | continuing ns | hand packed ns | hand halves ns "
+        "| hand chains-last ns | hand sub-lattice ns | **best hand / ugm** (paired median, min-max) "
+        "| **best hand / continuing** | CPU time: best hand / ugm | CPU time: best hand / continuing "
+        "| first call ugm / hand packed (s) | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
 
         def ns(name):
@@ -280,7 +299,8 @@ def main(argv=None):
         )
         print(
             f"| {row['size']} | {row['chains']} | {row['num_sweeps']} | {ns('ugm_infer')} | {ns('ugm_continue')} | "
-            f"{ns('hand_packed')} | {ns('hand_last')} | {ns('hand_subl')} | {ratio('ratio_best_hand_over_ugm')} | "
+            f"{ns('hand_packed')} | {ns('hand_halves')} | {ns('hand_last')} | {ns('hand_subl')} | "
+            f"{ratio('ratio_best_hand_over_ugm')} | "
             f"{ratio('ratio_best_hand_over_ugm_continue')} | {ratio('cpu_ratio_best_hand_over_ugm')} | "
             f"{ratio('cpu_ratio_best_hand_over_ugm_continue')} | {first} | {row['load_average_after'][0]:.1f} |"
         )
@@ -298,11 +318,11 @@ def main(argv=None):
                 f"L={row['size']} chains={row['chains']}: user roll energy / built-in = **{r['median']:.3f}** "
                 f"({r['min']:.2f}-{r['max']:.2f}), first call {row['ugm_user']['first_call_s']:.2f} s"
             )
-    for name in ("ugm_infer", "ugm_continue", "hand_packed", "hand_last"):
+    for name in ("ugm_infer", "ugm_continue", "hand_packed", "hand_halves", "hand_last"):
         if name not in which:
             continue
         for chains in chain_counts:
-            per = [r[name]["ns_per_spin_update_median"] for r in rows if r["chains"] == chains]
+            per = [r[name]["ns_per_spin_update_median"] for r in rows if r["chains"] == chains and name in r]
             if len(per) > 1:
                 print(f"{name}, {chains} chains: ns per spin update max / min over sizes = {max(per) / min(per):.2f}")
     print(f"\nload average before {load_before}, after {load_after}")
