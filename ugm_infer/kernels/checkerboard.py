@@ -95,7 +95,6 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _LOW, _HIGH = 0, 8  # bit of the low / high site of a word (code relies on _LOW == 0)
 _FLAG = 1  # change flags sit _FLAG bits above the values (bits 1 and 9), see build_sweep(track_changes=True)
 _VALUES = np.uint16((1 << _LOW) | (1 << _HIGH))
-SWITCH = False
 
 
 def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -357,27 +356,19 @@ def build_sweep(
             )
             return a, b
 
-        def switched(t, words):
-            # half-sweep t with a static colour in each branch (only the shifted reads it needs)
+        def half(t, words):
+            # half-sweep t: the first colour for even t, the other for odd t, each static in its branch
             keep = jnp.where(t < 2, jnp.uint16(0), _VALUES) if track_changes else None
+            counter = t.astype(jnp.uint32)
 
             def branch(second):
+                colour = 1 - first if second else first
+
                 def update(words):
                     a, b = words
                     other, old = (a, b) if second else (b, a)
-                    colour = 1 - first if second else first
-                    new = _update_colour(
-                        layout,
-                        other,
-                        colour,
-                        k1,
-                        k2,
-                        t.astype(jnp.uint32),
-                        table,
-                        old if track_changes else None,
-                        keep,
-                        chains_last,
-                    )
+                    old = old if track_changes else None
+                    new = _update_colour(layout, other, colour, k1, k2, counter, table, old, keep, chains_last)
                     return (a, new) if second else (new, b)
 
                 return update
@@ -388,7 +379,7 @@ def build_sweep(
         if chains_last:
             a, b = sweep(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, sweep, start)
         else:
-            a, b = jax.lax.fori_loop(0, 2 * num_sweeps, switched, start)
+            a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, start)
         return (a, b) if first == 0 else (b, a)
 
     if not chains_last:
