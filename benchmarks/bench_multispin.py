@@ -1,10 +1,11 @@
 """Bit-packed (multi-spin-coded) checkerboard heat bath versus the float block-Gibbs kernel.
 
 Periodic 2D Ising lattices (J = 0.44, h = 0) with 32 chains (one
-uint32 word per site) and 256 chains (8 words): ``ugm_infer.kernels.multispin`` against
-``ui.kernels.gibbs.build_kernel(model, "block")`` vmapped over chains (float32 states, the
-library's default path, see ``bench_sweeps.py``).  Both run ``num_sweeps`` sweeps in one
-jitted ``lax.scan``; compile timed separately; the two are timed alternately, repeat after
+uint32 word per site) and 256 chains (8 words): ``ugm_infer.kernels.multispin``'s sweep in a
+jitted ``lax.scan`` against the default path a user calls, ``ui.sample`` of
+``ui.kernels.gibbs(model, params)`` from float32 positions (the four-sub-lattice sweep,
+see ``bench_sweeps.py``).  Both run ``num_sweeps`` sweeps in one compiled call; compile
+timed separately; the two are timed alternately, repeat after
 repeat, and the speed ratio is the median of the per-repeat paired ratios.  Reports spin
 updates per second (sites x chains x sweeps / time) and the mean number of random planes
 the multi-spin kernel drew per sweep (two colours; at most 64).  A third contender runs the

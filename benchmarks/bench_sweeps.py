@@ -15,7 +15,8 @@ exp + add + divide, uniform draw compare, cast: 0.77 MFLOP, 0.5 %), which the fr
 below ignores.  Efficiency = achieved matmul FLOP/s of the sweep / measured matmul FLOP/s
 at the same shapes = ``t_matmul_ref / t_ugm_infer`` (paired per repeat).
 
-Both sides run ``num_sweeps`` sweeps inside one jitted ``lax.scan``; compile time is
+Both sides run ``num_sweeps`` sweeps in one compiled call (ugm_infer: ``ui.sample`` with
+``keep_states=False`` and nothing traced, from the positions); compile time is
 measured separately; ugm_infer and the baseline are timed alternately, repeat after
 repeat, so the ratio is taken side by side on the same (shared) machine.  Prints a
 markdown table and writes JSON (machine info, versions, min/median/max).
@@ -101,19 +102,15 @@ def matmul_reference(W, num_sweeps):
 # ugm_infer
 # --------------------------------------------------------------------------------------
 def library_sweep(model, params, num_sweeps):
-    kernel = ui.kernels.gibbs.build_kernel(model, "block", 1, params=params)
-    logdensity_fn = model.logdensity_fn(params)
-    step = jax.vmap(kernel, in_axes=(0, 0, None))
+    """``run(key, position)``: what a user calls, ``ui.sample`` of ``ui.kernels.gibbs`` for ``num_sweeps`` sweeps.
 
-    @jax.jit
+    From the positions in every call (``ui.sample`` converts them to the kernel's layout
+    inside its compiled run), nothing kept; returns the final kernel states.
+    """
+    algorithm = ui.kernels.gibbs(model, params)
+
     def run(key, position):
-        num_chains = jax.tree.leaves(position)[0].shape[0]
-        state = ui.kernels.gibbs.init(position)
-
-        def body(state, k):
-            return step(jax.random.split(k, num_chains), state, logdensity_fn)[0], None
-
-        return jax.lax.scan(body, state, jax.random.split(key, num_sweeps))[0].position
+        return ui.sample(key, algorithm, position, num_sweeps, keep_states=False, trace_fn=lambda s, i: ()).final_state
 
     return run
 
