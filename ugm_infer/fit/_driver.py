@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer._checked_data import CheckedData
 from ugm_infer.fit._arguments import (
     as_key,
     check_check_finite,
@@ -26,7 +27,6 @@ from ugm_infer.fit._data import Dataset, decode_all, fingerprint, legacy_fingerp
 from ugm_infer.fit._evaluation import EvalSchedule, Evaluation, build_evaluation
 from ugm_infer.fit._history import History
 from ugm_infer.fit._result import FitDiverged, FitInterrupted, FitProgress, FitResult
-from ugm_infer.learn.base import CheckedData
 
 __all__ = ["fit"]
 
