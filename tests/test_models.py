@@ -154,6 +154,14 @@ def test_potts_energies_match_loops(dtype):
     exp2 = -sum(Je[e, x[i], x[j]] for e, (i, j) in enumerate(edges)) - sum(h[i, x[i]] for i in range(n))
     p2 = {"J": jnp.asarray(Je, jnp.float32), "h": jnp.asarray(h, jnp.float32)}
     np.testing.assert_allclose(sparse.energy(p2, {"x": jnp.asarray(x, dtype)}), exp2, rtol=1e-5)
+    # gradients (what learners differentiate): -1 at each bond's and each site's values, 0 elsewhere
+    grads = jax.grad(lambda p: sparse.energy(p, {"x": jnp.asarray(x, dtype)}))(p2)
+    want_J, want_h = np.zeros((3, q, q)), np.zeros((n, q))
+    for e, (i, j) in enumerate(edges):
+        want_J[e, x[i], x[j]] = -1.0
+    want_h[np.arange(n), x] = -1.0
+    np.testing.assert_array_equal(grads["J"], want_J)
+    np.testing.assert_array_equal(grads["h"], want_h)
 
 
 def test_lattice_potts_layout():
