@@ -246,7 +246,7 @@ def main(argv=None):
     parser.add_argument("--chains", type=int, nargs="*", default=None)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--target", type=float, default=None, help="approximate seconds per timed call")
-    parser.add_argument("--rate", type=float, default=3e8, help="rough spin updates / s, only to size the calls")
+    parser.add_argument("--rate", type=float, default=1.5e9, help="rough spin updates / s, only to size the calls")
     parser.add_argument("--only", nargs="*", default=None, choices=CONTENDERS, help="contenders (default: the first four)")
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = parser.parse_args(argv)

@@ -118,7 +118,7 @@ def main(argv=None):
     parser.add_argument("--chains", type=int, nargs="*", default=None)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--target", type=float, default=None, help="approximate seconds per timed call")
-    parser.add_argument("--rate", type=float, default=3e7, help="rough site updates / s, only to size the calls")
+    parser.add_argument("--rate", type=float, default=2e8, help="rough site updates / s, only to size the calls")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     default_out = "benchmarks/results/bench_lattice_potts" + ("_quick" if args.quick else "") + ".json"
