@@ -288,6 +288,20 @@ def test_count_changed_counts_every_changed_site(shape):
     )
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 4, 5), (7, 11, 3), (32, 32, 32), (64, 64, 8), (128, 2, 256)])
+@pytest.mark.parametrize("most", [2, 4])
+def test_byte_sum_leading_sums_both_bytes_over_the_leading_axes(shape, most):
+    # grouped rows added in uint16 lanes must not carry between the bytes: random bytes and all bytes at `most`
+    k1, k2 = jax.random.split(jax.random.key(most + sum(shape)))
+    low, high = (jax.random.randint(k, shape, 0, most + 1, jnp.int32) for k in (k1, k2))
+    for lo, hi in ((low, high), (jnp.full(shape, most), jnp.full(shape, most))):
+        words = (lo | (hi << 8)).astype(jnp.uint16)
+        want = (np.asarray(lo) + np.asarray(hi)).reshape(-1, shape[-1]).sum(axis=0)
+        got = jax.jit(checkerboard.byte_sum_leading, static_argnums=1)(words, most)
+        assert got.dtype == jnp.int32
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
 @pytest.mark.parametrize("height, width, periodic", [(4, 4, True), (6, 8, True), (2, 4, False), (6, 4, False)])
 @pytest.mark.parametrize("domain, dtype", [("spin", jnp.float32), ("binary", jnp.float32), ("spin", jnp.int8)])
 def test_energy_of_words_equals_the_energy(height, width, periodic, domain, dtype):

@@ -394,7 +394,7 @@ def build_sweep(
         even, odd = jnp.moveaxis(even, 0, -1), jnp.moveaxis(odd, 0, -1)
         even, odd = run(keys[:, 0], keys[:, 1], even, odd, table)
         flags = ((even >> _FLAG) & _VALUES) + ((odd >> _FLAG) & _VALUES)  # two bytes, each at most 2
-        changed = sum_leading((flags & 0xFF) + (flags >> 8))
+        changed = byte_sum_leading(flags, 2)
         return jnp.moveaxis(even, -1, 0), jnp.moveaxis(odd, -1, 0), changed
 
     @jax.custom_batching.custom_vmap
@@ -439,6 +439,22 @@ def sum_leading(values: jax.Array) -> jax.Array:
     narrow partial sums first, ran several times slower for some shapes.
     """
     return jnp.sum(values.reshape(-1, values.shape[-1]).astype(jnp.int32), axis=0)
+
+
+def byte_sum_leading(words: jax.Array, most: int) -> jax.Array:
+    """Sum of both bytes of every ``uint16`` word over all but the last axis (int32), each byte at most ``most``.
+
+    ``(h, w, chains) -> (chains,)``: rows of chains are first added in groups of up to 16
+    consecutive rows in ``uint16`` without carries between the bytes (SWAR; at most
+    ``255`` per byte), a reduction over a short middle axis that XLA fuses with the
+    words' producer and vectorises along the chains, writing a sixteenth of the
+    words; only those sums are widened and reduced by :func:`sum_leading`.
+    """
+    chains = words.shape[-1]
+    rows = words.reshape(-1, chains)
+    group = max(d for d in range(1, min(255 // most, 16, rows.shape[0]) + 1) if rows.shape[0] % d == 0)
+    sums = jnp.sum(rows.reshape(-1, group, chains), axis=1, dtype=jnp.uint16)
+    return sum_leading((sums & 0xFF) + (sums >> 8))
 
 
 def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Array]) -> jax.Array:
