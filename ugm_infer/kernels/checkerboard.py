@@ -436,7 +436,9 @@ def sum_leading(values: jax.Array) -> jax.Array:
 
     Flattened to ``(h w, chains)`` and widened before one reduction over the outer axis,
     the form XLA's CPU code vectorises along the chains; a reduction over two axes, or
-    narrow partial sums first, ran several times slower for some shapes.
+    narrow partial sums over an outer axis of pieces, ran several times slower.  XLA
+    writes the widened values out for a windowed reduction when there are more than 32
+    rows: :func:`byte_sum_leading` first adds small groups of rows in narrow lanes.
     """
     return jnp.sum(values.reshape(-1, values.shape[-1]).astype(jnp.int32), axis=0)
 
