@@ -414,6 +414,11 @@ def build_sweep(
     return chain_sweep
 
 
+def largest_divisor(n: int, cap: int) -> int:
+    """The largest divisor of ``n`` that is at most ``cap`` (at least 1): how many rows or pieces to add at once."""
+    return max(d for d in range(1, min(cap, n) + 1) if n % d == 0)
+
+
 def _byte_sum(words: jax.Array, most: int) -> jax.Array:
     """Sum of both bytes of every ``uint16`` word over the last two axes (int32), each byte at most ``most``.
 
@@ -426,7 +431,7 @@ def _byte_sum(words: jax.Array, most: int) -> jax.Array:
     """
     lead = words.shape[:-2]
     size = words.shape[-2] * words.shape[-1]
-    pieces = max(d for d in range(1, min(255 // most, 16, size) + 1) if size % d == 0)
+    pieces = largest_divisor(size, min(255 // most, 16))
     sums = jnp.sum(words.reshape(lead + (pieces, size // pieces)), axis=-2, dtype=jnp.uint16)  # bytes <= 255
     return jnp.sum((sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32), axis=-1)
 
@@ -454,7 +459,7 @@ def byte_sum_leading(words: jax.Array, most: int) -> jax.Array:
     """
     chains = words.shape[-1]
     rows = words.reshape(-1, chains)
-    group = max(d for d in range(1, min(255 // most, 16, rows.shape[0]) + 1) if rows.shape[0] % d == 0)
+    group = largest_divisor(rows.shape[0], min(255 // most, 16))
     sums = jnp.sum(rows.reshape(-1, group, chains), axis=1, dtype=jnp.uint16)
     return sum_leading((sums & 0xFF) + (sums >> 8))
 

@@ -62,7 +62,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.kernels.checkerboard import _shifted, key_pair, sum_leading, threefry2x32
+from ugm_infer.kernels.checkerboard import _shifted, key_pair, largest_divisor, sum_leading, threefry2x32
 
 __all__ = [
     "PottsLogDensity",
@@ -519,7 +519,7 @@ def _count_flags(flags: jax.Array) -> jax.Array:
     and reduced.
     """
     lead, size = flags.shape[:-2], flags.shape[-2] * flags.shape[-1]
-    pieces = max(d for d in range(1, min(16, size) + 1) if size % d == 0)
+    pieces = largest_divisor(size, 16)
     sums = jnp.sum(flags.reshape(lead + (pieces, size // pieces)), axis=-2, dtype=jnp.uint8)
     return jnp.sum(sums, axis=-1, dtype=jnp.int32)
 
