@@ -30,7 +30,8 @@ error.  Its log-probabilities are therefore not directly comparable with the pap
 (they omit the label term and are of a different joint distribution).
 
 Each method checkpoints (``ui.fit(checkpoint_dir=...)``) into ``--out/ckpt_<method>``
-and writes ``--out/<method>.json``; rerunning resumes; ``kill -STOP``/``-CONT`` are
+and writes ``--out/<method>.json``, and each AIS estimate is saved as it finishes;
+rerunning resumes; ``kill -STOP``/``-CONT`` are
 harmless.  ``--quick`` (CI): 7x7 down-sampled images, 10 hidden units, a 300-step
 budget, small AIS.
 
@@ -164,16 +165,32 @@ def train(name, model, params0, train_v, args) -> dict:
 def evaluate(name, model, train_v, test_v, args) -> dict:
     with np.load(os.path.join(args.out, f"{SLUGS[name]}_params.npz")) as z:
         params = {k: jnp.asarray(z[k]) for k in z.files}
-    estimates, ses = [], []
-    t = time.perf_counter()
+    estimates, ses, seconds = [], [], 0.0
     for r in range(args.ais_repeats):
-        key = jax.random.fold_in(jax.random.key(args.seed + 7), 100 * METHODS.index(name) + r)
-        res = ui.smc.ais_log_likelihood(
-            key, model, params, {"v": test_v}, base_data={"v": train_v}, num_runs=args.ais_runs, num_betas=args.ais_betas
-        )
-        estimates.append(float(res.log_likelihood))
-        ses.append(float(res.log_likelihood_se))
-    free = -np.asarray(res.log_likelihoods, np.float64) - float(res.log_Z)  # F(v) per test image
+        # Each estimate is saved as it finishes, so a rerun resumes at the next one.
+        path = os.path.join(args.out, f"{SLUGS[name]}_ais_{r}_{args.ais_runs}x{args.ais_betas}.json")
+        if os.path.isfile(path):
+            with open(path) as f:
+                done = json.load(f)
+        else:
+            t = time.perf_counter()
+            key = jax.random.fold_in(jax.random.key(args.seed + 7), 100 * METHODS.index(name) + r)
+            res = ui.smc.ais_log_likelihood(
+                key, model, params, {"v": test_v}, base_data={"v": train_v}, num_runs=args.ais_runs, num_betas=args.ais_betas
+            )
+            done = {
+                "log_likelihood": float(res.log_likelihood),
+                "log_likelihood_se": float(res.log_likelihood_se),
+                "log_Z": float(res.log_Z),
+                "log_likelihoods": np.asarray(res.log_likelihoods, np.float64).tolist(),
+                "seconds": time.perf_counter() - t,
+            }
+            with open(path, "w") as f:
+                json.dump(done, f)
+        estimates.append(done["log_likelihood"])
+        ses.append(done["log_likelihood_se"])
+        seconds += done["seconds"]
+    free = -np.asarray(done["log_likelihoods"]) - done["log_Z"]  # F(v) per test image
     return {
         "test_log_prob": float(np.mean(estimates)),
         "test_log_prob_se_over_repeats": float(np.std(estimates, ddof=1) / math.sqrt(len(estimates)))
@@ -182,7 +199,7 @@ def evaluate(name, model, train_v, test_v, args) -> dict:
         "ais_estimates": estimates,
         "ais_se_within_runs": ses,
         "test_sampling_se": float(np.std(free) / math.sqrt(len(free))),
-        "ais_seconds": time.perf_counter() - t,
+        "ais_seconds": seconds,
     }
 
 
