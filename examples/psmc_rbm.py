@@ -190,20 +190,29 @@ def plot(result, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    exact = result["methods"].get("exact ML")
+    rows = 2 if exact is not None else 1
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 4 * rows), squeeze=False)
     for i, (name, r) in enumerate(result["methods"].items()):
         c = r["curve"]
         style = {"color": "k", "lw": 2} if name == "exact ML" else {"color": f"C{i}"}
-        axes[0].plot(c["epoch"], c["train_ll"], label=name, **style)
-        axes[1].plot(c["epoch"], c["test_ll"], label=name, **style)
-    for ax, what in zip(axes, ("training", "test")):
-        ax.set_xlabel("epoch")
+        for col, key in enumerate(("train_ll", "test_ll")):
+            axes[0, col].plot(c["epoch"], c[key], label=name, **style)
+            if exact is not None and len(c[key]) == len(exact["curve"][key]):
+                gap = np.asarray(c[key]) - np.asarray(exact["curve"][key])  # same evaluation epochs
+                axes[1, col].plot(c["epoch"], gap, label=name, **style)
+    for col, what in enumerate(("training", "test")):
+        ax = axes[0, col]
         ax.set_ylabel(f"average {what} log-likelihood (exact), nats")
-        ax.grid(alpha=0.3)
         lows = [np.percentile(r["curve"]["train_ll"], 20) for r in result["methods"].values()]
         highs = [max(r["curve"]["test_ll"] + r["curve"]["train_ll"]) for r in result["methods"].values()]
         ax.set_ylim(min(lows) - 3, max(highs) + 1)
-    axes[0].legend(fontsize=8)
+        if rows == 2:
+            axes[1, col].set_ylabel(f"{what} log-likelihood minus exact ML's, nats")
+        for a in axes[:, col]:
+            a.set_xlabel("epoch")
+            a.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8)
     cfg = result["config"]
     fig.suptitle(
         f"RBM 784-{cfg['num_hidden']}, {cfg['num_train']} MNIST images, H = {cfg['num_betas']}, "
