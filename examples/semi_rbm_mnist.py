@@ -185,8 +185,9 @@ def evaluate(name, model, train_v, test_v, args) -> dict:
                 "log_likelihoods": np.asarray(res.log_likelihoods, np.float64).tolist(),
                 "seconds": time.perf_counter() - t,
             }
-            with open(path, "w") as f:
+            with open(path + ".tmp", "w") as f:  # renamed when complete: a killed write leaves no partial file
                 json.dump(done, f)
+            os.replace(path + ".tmp", path)
         estimates.append(done["log_likelihood"])
         ses.append(done["log_likelihood_se"])
         seconds += done["seconds"]
