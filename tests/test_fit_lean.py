@@ -101,26 +101,40 @@ def test_packed_bits_need_a_two_valued_domain():
 # ----------------------------------------------------------------------------------
 # chunks
 # ----------------------------------------------------------------------------------
-def test_where_chunks_stop_does_not_change_the_run(tmp_path):
+def test_where_chunks_stop_does_not_change_the_run(tmp_path, monkeypatch):
     key = jax.random.key(21)
-    seen = {}
+    runs = []
+    # with whole epochs in a loop of their own (the default off the CPU), and step by step (on the CPU)
+    for block_loops in (True, False):
+        monkeypatch.setattr(_driver, "BLOCK_LOOPS", block_loops)
+        seen = {}
 
-    def record(name):
-        seen[name] = []
-        return lambda progress: seen[name].append(progress.step)
+        def record(name, seen=seen):
+            seen[name] = []
+            return lambda progress: seen[name].append(progress.step)
 
-    # one chunk for all 12 steps (nothing due in between)
-    one = fit(NOISY, key, DATA, callbacks=[record("one")], **KW)
-    # a chunk per epoch (an evaluation at every epoch end)
-    per_epoch = fit(NOISY, key, DATA, callbacks=[record("epoch")], **{**KW, "eval_fn": lambda p: {}, "eval_every": 1})
-    # chunks of 3 steps that cross epoch ends (checkpoints every 3 steps)
-    odd = fit(NOISY, key, DATA, callbacks=[record("odd")], checkpoint_dir=tmp_path, checkpoint_every=3, **KW)
-    assert seen == {"one": [12], "epoch": [4, 8, 12], "odd": [3, 6, 9, 12]}
-    for other in (per_epoch, odd):
-        _assert_same_state(one.state, other.state)
+        # one chunk for all 12 steps (nothing due in between)
+        one = fit(NOISY, key, DATA, callbacks=[record("one")], **KW)
+        # a chunk per epoch (an evaluation at every epoch end)
+        eval_kw = {**KW, "eval_fn": lambda p: {}, "eval_every": 1}
+        per_epoch = fit(NOISY, key, DATA, callbacks=[record("epoch")], **eval_kw)
+        # chunks of 3 steps that cross epoch ends (checkpoints every 3 steps)
+        odd = fit(NOISY, key, DATA, callbacks=[record("odd")], checkpoint_dir=tmp_path / str(block_loops),
+                  checkpoint_every=3, **KW)  # fmt: skip
+        assert seen == {"one": [12], "epoch": [4, 8, 12], "odd": [3, 6, 9, 12]}
+        runs += [one, per_epoch, odd]
+        np.testing.assert_array_equal(one.history["epochs"]["grad_norm_mean"], odd.history["epochs"]["grad_norm_mean"])
+    for other in runs[1:]:
+        _assert_same_state(runs[0].state, other.state)
         for name in ("grad_norm", "flipped"):
-            np.testing.assert_array_equal(one.history["steps"][name], other.history["steps"][name])
-    np.testing.assert_array_equal(one.history["epochs"]["grad_norm_mean"], odd.history["epochs"]["grad_norm_mean"])
+            np.testing.assert_array_equal(runs[0].history["steps"][name], other.history["steps"][name])
+
+
+def test_block_loops_only_off_the_cpu(monkeypatch):
+    assert _driver.BLOCK_LOOPS is None  # by backend
+    assert _driver._block_loops() is (jax.default_backend() != "cpu")
+    monkeypatch.setattr(_driver, "BLOCK_LOOPS", True)
+    assert _driver._block_loops() is True
 
 
 def test_block_size_is_the_largest_divisor_that_fits_a_chunk():
@@ -131,6 +145,7 @@ def test_block_size_is_the_largest_divisor_that_fits_a_chunk():
 def test_a_repeated_fit_runs_whole_blocks_in_one_chunk(monkeypatch):
     # 20 steps per epoch (one block), 2 epochs; chunks end where the callbacks see them
     monkeypatch.setattr(_driver, "CHUNK_SECONDS", 1e6)  # the chunk length never depends on measured times here
+    monkeypatch.setattr(_driver, "BLOCK_LOOPS", True)  # whole blocks in their own loop, as off the CPU
     learner = mini_learner(lr=0.1, noise=0.3)
     data = {"s": np.concatenate([DATA["s"]] * 5)}
     kw = dict(params=ZERO_PARAMS, num_epochs=2, batch_size=10, progress=False, eval_fn=None)

@@ -10,7 +10,9 @@ compiler knows: on a GPU its steps are queued back to back, where every iteratio
 a while loop first copies its condition to the host and waits for it.  The steps of a
 block the chunk covers in part run one per while-loop iteration.  Both loops run the
 same step on the same inputs, so the results do not depend on where chunks start and
-stop (evaluations, checkpoints, interruptions, resumption).
+stop (evaluations, checkpoints, interruptions, resumption).  On the CPU, :func:`fit`
+uses blocks of one step (no block loop): there a scan is the same while loop, and the
+step's second copy in the program would only add compile time.
 
 Randomness (unchanged since the first checkpoint format): with ``key_train`` the
 third key of ``split(rng_key, 3)``, epoch ``e`` uses ``fold_in(key_train, e)``, split
