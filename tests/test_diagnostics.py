@@ -258,6 +258,10 @@ def test_fit_result_delegates_and_checks_learner_signals():
     stats = {f.statistic for f in d.warnings}
     assert stats == {"resampled", "ess"}  # resampling at every update; ESS 1 of 20 particles
     assert d.table["resample_fraction"] == 1.0
+    # the result's own to_arviz is read the same way: learner checks, no mixing checks on the particles
+    own = dg.diagnose(result.to_arviz())
+    assert [(f.severity, f.statistic) for f in own.findings] == [(f.severity, f.statistic) for f in d.findings]
+    assert own.table["resample_fraction"] == 1.0
 
 
 def test_bad_input():

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+#: the InferenceData attribute that says what made it ("sample", "fit", "ais", ...): how diagnose reads it
+KIND_ATTR = "ugm_infer_result"
+
 
 def check_statistics(statistics: Any) -> dict[str, Callable]:
     if statistics is None:

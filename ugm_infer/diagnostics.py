@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer._idata import KIND_ATTR as _KIND_ATTR
 from ugm_infer._idata import check_statistics as _check_statistics
 from ugm_infer._idata import undotted_sample_stats
 from ugm_infer.fit._result import path_name as _path_name
@@ -87,7 +88,6 @@ MAX_RESAMPLE_FRACTION = 0.9
 #: "error" or a "warning"
 SEVERITIES = ("error", "warning", "info")
 
-_KIND_ATTR = "ugm_infer_result"
 _TEMPERING_ADVICE = (
     "try parallel tempering (ui.kernels.parallel_tempering) or tempered transitions "
     "(ui.kernels.tempered_transitions), see docs/tempering.md"

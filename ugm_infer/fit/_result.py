@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer._idata import KIND_ATTR
 from ugm_infer.domains import Binary, Categorical, Spin
 
 __all__ = ["FitDiverged", "FitInterrupted", "FitProgress", "FitResult", "path_name"]
@@ -140,7 +141,8 @@ class FitResult(NamedTuple):
             pvars[name] = ([f"{name}_dim_{i}" for i in range(arr.ndim)], arr)
         groups["learned_params"] = xr.Dataset(pvars)
 
-        attrs = {"learner": str(self.learner_name), "model": str(getattr(self.model, "name", ""))}
+        # the kind tells ui.diagnostics.diagnose to check a learner (its particles are no Markov chain)
+        attrs = {"learner": str(self.learner_name), "model": str(getattr(self.model, "name", "")), KIND_ATTR: "fit"}
         posterior = _particle_summaries(self, raw_particles)
         with warnings.catch_warnings():
             # custom group names are not in the InferenceData schema; they round-trip
