@@ -106,6 +106,17 @@ def test_a_bad_learning_rate_is_rejected_before_training(optimizer):
         fit(learner, jax.random.key(0), DATA, params=ZERO_PARAMS, batch_size=10, progress=False)
 
 
+def test_an_optimizer_that_cannot_update_is_named_before_training():
+    learner = ui.learn.pcd(MODEL, optimizer=optax.sgd("0.05"), num_particles=10)  # a string, not a number
+    with pytest.raises(TypeError, match="`optimizer`: its update fails.*learning rate must be a number"):
+        fit(learner, jax.random.key(0), DATA, params=ZERO_PARAMS, batch_size=10, progress=False)
+    # an update that takes more arguments than the probe passes is not judged by it
+    learner = ui.learn.pcd(MODEL, optimizer=optax.polyak_sgd(), num_particles=10)
+    with pytest.raises(TypeError, match="value") as err:
+        fit(learner, jax.random.key(0), DATA, params=ZERO_PARAMS, batch_size=10, progress=False)
+    assert "`optimizer`: its update fails" not in str(err.value)
+
+
 def test_an_optimizer_exposed_on_the_step_is_probed_too():
     def step(rng_key, state, batch):
         return NOISY.step(rng_key, state, batch)

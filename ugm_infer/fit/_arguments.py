@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import sys
 import weakref
 from collections.abc import Mapping
@@ -132,12 +133,25 @@ def check_optimizer(learner: Any, params: Any) -> None:
     passed.add(signature)
 
 
+# an update that needs more arguments than (updates, state, params): the probe does not fit it
+_ARGUMENT_MISMATCH = re.compile(r"missing \d+ required|unexpected keyword argument|positional argument")
+
+
 def _probe_optimizer(optimizer: Any, params: Any) -> None:
     try:
         zeros = jax.tree.map(jnp.zeros_like, params)
         ones = jax.tree.map(jnp.ones_like, params)
         updates, _ = optimizer.update(ones, optimizer.init(zeros), zeros)
         leaves = [np.asarray(u, dtype=np.float64) for u in jax.tree.leaves(updates)]
+    except (TypeError, ValueError) as err:
+        # the learners call update(updates, state, params) as the probe does, so this fails there too, deep
+        # inside the compiled step: say here which argument is wrong
+        if isinstance(err, TypeError) and _ARGUMENT_MISMATCH.search(str(err)):
+            return
+        raise TypeError(
+            f"`optimizer`: its update fails on parameters of these shapes ({type(err).__name__}: {err}); check "
+            "its hyperparameters (a learning rate must be a number or an optax schedule)"
+        ) from err
     except Exception:  # noqa: BLE001 - an optimizer the probe does not fit is not an error
         return
     if not leaves:
