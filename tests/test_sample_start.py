@@ -90,3 +90,16 @@ def test_starting_energies_are_evaluated_unless_the_model_guarantees_them(monkey
     with pytest.raises(ValueError, match="energy of model"):
         ui.sample(jax.random.key(1), ui.kernels.gibbs(user, {"J": 0.5}), up, 2, model=user, params={"J": 0.5})
     assert evaluated
+
+
+def test_energies_are_recorded_only_at_the_kernels_own_params():
+    model = ui.models.lattice_ising(4, 4)
+    params = {"J": jnp.float32(0.3), "h": jnp.float32(0.0)}
+    gibbs = ui.kernels.gibbs(model, params)
+    x0 = model.random_state(jax.random.key(1), 2)
+    same = {"J": np.float32(0.3), "h": np.float32(0.0)}  # equal values in another container are the same params
+    run = ui.sample(jax.random.key(2), gibbs, x0, 3, model=model, params=same)
+    np.testing.assert_allclose(run.energies, jax.vmap(jax.vmap(lambda s: model.energy(params, {"s": s})))(run.states["s"]))
+    with pytest.raises(ValueError, match="`params` differ from the parameters `algorithm` was built with"):
+        ui.sample(jax.random.key(2), gibbs, x0, 3, model=model, params={"J": jnp.float32(0.3), "h": jnp.float32(2.0)})
+    ui.sample(jax.random.key(2), gibbs, x0, 3, model=model)  # no params: no energies, nothing to compare

@@ -88,7 +88,8 @@ def sample(
     model, params
         If given, states are validated and ``energies`` are recorded (for parallel
         tempering, whose positions carry a replica axis, the energy of the ``beta = 1``
-        replica).
+        replica).  ``params`` must be the parameters ``algorithm`` samples at (checked
+        for ``ui.kernels.gibbs(model, params)``).
     keep_states
         Store the positions of every kept draw (memory ``chains x draws x sites``);
         set ``False`` for huge models and record statistics through ``trace_fn``.
@@ -103,8 +104,9 @@ def sample(
     Raises
     ------
     ValueError
-        Bad counts, states, params or zero chains; a non-finite initial energy (with
-        ``model`` and ``params``); a ``trace_fn`` output without the chain axis.
+        Bad counts, states, params or zero chains; ``params`` other than the Gibbs
+        kernel's; a non-finite initial energy (with ``model`` and ``params``); a
+        ``trace_fn`` output without the chain axis.
     TypeError
         A wrong type of ``rng_key``, ``algorithm``, ``trace_fn`` or ``keep_states``.
 
@@ -146,12 +148,30 @@ def sample(
     if from_state:
         _check_kernel_state(algorithm, initial_position)
     recipe = recipe_of(algorithm)
+    if with_energy and recipe is not None and recipe.params is not None:
+        _check_same_params(recipe.params, params)
     run = _compiled_run(
         algorithm, recipe, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn, from_state
     )
     build_args = recipe.args if recipe is not None else None
     final, (states, energies, infos) = run(rng_key, initial_position, params if with_energy else None, build_args)
     return SampleResult(states, energies, infos, final)
+
+
+def _check_same_params(built_with, params) -> None:
+    """``params`` (for the recorded energies) must be those the algorithm samples at."""
+    if built_with is params:
+        return
+    a, b = jax.tree.flatten(built_with), jax.tree.flatten(params)
+    same = a[1] == b[1] and all(
+        np.shape(x) == np.shape(y) and np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a[0], b[0])
+    )
+    if not same:
+        raise ValueError(
+            "`params` differ from the parameters `algorithm` was built with: the energies recorded at `params` "
+            "would not be those of the distribution it samples; pass the same parameters, or no `params` to record "
+            "no energies"
+        )
 
 
 def _is_kernel_state(position) -> bool:

@@ -99,17 +99,19 @@ class Recipe(NamedTuple):
     ``build(args)`` returns the :class:`blackjax.base.SamplingAlgorithm` again, with the
     dynamic values ``args`` (e.g. ``(params, beta)``) possibly traced; ``key`` (hashable)
     holds everything else that defines it (kernel, model, static options).  Algorithms
-    with equal keys compile to the same program, whatever their ``args``.
+    with equal keys compile to the same program, whatever their ``args``.  ``params``:
+    the model parameters the algorithm samples at (``None``: not known).
     """
 
     key: Hashable
     args: Any
     build: Callable
+    params: Any = None
 
 
-def attach_recipe(algorithm, key: Hashable, args: Any, build: Callable):
+def attach_recipe(algorithm, key: Hashable, args: Any, build: Callable, params: Any = None):
     """Record on ``algorithm.step`` how to rebuild ``algorithm`` (read by ``ui.sample``); returns ``algorithm``."""
-    algorithm.step.ugm_recipe = Recipe(key, args, build)
+    algorithm.step.ugm_recipe = Recipe(key, args, build, params)
     return algorithm
 
 

@@ -417,4 +417,5 @@ def as_top_level_api(
         ("gibbs", model, scan, num_sweeps, method),
         (params, beta),
         lambda args: as_top_level_api(model, args[0], beta=args[1], scan=scan, num_sweeps=num_sweeps, method=method),
+        params=params,
     )
