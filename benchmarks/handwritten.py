@@ -26,6 +26,8 @@ doing ``num_sweeps`` sweeps of all chains in one jitted call:
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -177,25 +179,55 @@ def packed_sweep(J: float, h: float, num_sweeps: int, chains_last: bool = False,
 # --------------------------------------------------------------------------------------
 # dense Boltzmann machine: PCD with sequential single-site Gibbs sweeps
 # --------------------------------------------------------------------------------------
+def fused_uniform(key, shape):
+    """float32 uniforms on [0, 1) (24 bits each) from one key by the fused hash (``_threefry``).
+
+    ``jax.random.uniform`` on the CPU runs the hash as a loop over whole arrays that XLA
+    cannot fuse with its consumers; the same hash written as array operations fuses.
+    """
+    d = jax.random.key_data(key)
+    size = math.prod(shape)
+    a, b = _threefry(d[0], d[1], jnp.uint32(0), jax.lax.iota(jnp.uint32, -(-size // 2)))
+    bits = jnp.concatenate([a, b])[:size].reshape(shape)
+    return (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+
+
+def bm_sweep(W, b, s, u):
+    """One systematic single-site heat-bath sweep of a binary BM, all chains at once.
+
+    ``s`` ``(chains, n)`` in {0, 1}; ``u`` ``(n, chains)`` uniforms.  The chains are held
+    units-major, ``(n, chains)``, with every unit's field ``W s + b`` computed once and
+    updated by a rank-one step after each unit moves (``O(n chains)`` per unit); the loop
+    over units runs two units per iteration (the fastest of straight-line code and loops
+    unrolled 1, 2, 4 or 8 times on a 16-unit model).
+    """
+    st = s.T
+    fields = W @ st + b[:, None]
+
+    def unit(i, carry):
+        st, fields = carry
+        new = (u[i] < jax.nn.sigmoid(fields[i])).astype(jnp.float32)
+        return st.at[i].set(new), fields + W[:, i][:, None] * (new - st[i])[None, :]
+
+    st, _ = jax.lax.fori_loop(0, s.shape[1], unit, (st, fields), unroll=2)
+    return st.T
+
+
 def bm_pcd(num_units: int, num_particles: int, learning_rate: float):
     """One PCD-1 update of a fully visible binary Boltzmann machine, ``step(carry, (key, batch))``.
 
     ``carry = (W, b, particles)``: ``W`` symmetric with a zero diagonal, ``b`` the
-    biases, ``particles`` ``(num_particles, num_units)`` float32 in {0, 1}.  The sweep
-    visits the units in order, each from ``sigmoid(particles @ W[:, i] + b[i])``
-    (unrolled: ``num_units`` is small), then plain SGD on the log-likelihood gradient
-    ``<s s^T>_data - <s s^T>_particles`` (off-diagonal) and ``<s>_data - <s>_particles``.
-    Use inside ``lax.scan``.
+    biases, ``particles`` ``(num_particles, num_units)`` float32 in {0, 1}.  One sweep
+    (:func:`bm_sweep`, uniforms by :func:`fused_uniform`), then plain SGD on the
+    log-likelihood gradient ``<s s^T>_data - <s s^T>_particles`` (off-diagonal) and
+    ``<s>_data - <s>_particles``.  Use inside ``lax.scan``.
     """
     off_diagonal = 1.0 - jnp.eye(num_units, dtype=jnp.float32)
 
     def step(carry, inputs):
         W, b, s = carry
         key, batch = inputs
-        u = jax.random.uniform(key, (num_units, num_particles))
-        for i in range(num_units):
-            field = s @ W[:, i] + b[i]
-            s = s.at[:, i].set((u[i] < jax.nn.sigmoid(field)).astype(jnp.float32))
+        s = bm_sweep(W, b, s, fused_uniform(key, (num_units, num_particles)))
         data_corr = batch.T @ batch / batch.shape[0]
         model_corr = s.T @ s / num_particles
         W = W + learning_rate * (data_corr - model_corr) * off_diagonal
