@@ -40,7 +40,7 @@ FIRST_CHUNK_STEPS = 16
 CHECKPOINT_SECONDS = 30.0
 # whole blocks of an epoch's steps run in a loop of known length (see _chunk) only off the CPU: on a GPU
 # its steps queue back to back; on the CPU it is the same while loop as the step-by-step one, and a second
-# copy of the step in the program would add a third to two thirds to the compile time. None: by backend
+# copy of the step in the program would add a quarter to two thirds to a first call. None: by backend
 BLOCK_LOOPS: bool | None = None
 CHECKPOINT_COST_RATIO = 10.0
 
