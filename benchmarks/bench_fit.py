@@ -378,15 +378,13 @@ def epoch_scan(step_fn, num_examples: int, batch: int, epochs: int):
 
 
 def hand_pcd_step(n: int, chains: int):
-    """PCD-1 for a dense BM: one systematic single-site Gibbs sweep, moments, SGD (``handwritten.bm_sweep``)."""
-    off = 1.0 - jnp.eye(n)
+    """``handwritten.bm_pcd`` (a dense BM's PCD-1 update) as ``step(((W, h), s), v, key) -> ((W, h), s)``."""
+    update = handwritten.bm_pcd(n, chains, LR)
 
     def step(carry, v, key):
         (W, h), s = carry
-        s = handwritten.bm_sweep(W, h, s, handwritten.fused_uniform(key, (n, chains)))
-        gW = (v.T @ v / v.shape[0] - s.T @ s / chains) * off
-        gh = v.mean(0) - s.mean(0)
-        return (W + LR * gW, h + LR * gh), s
+        (W, h, s), _ = update((W, h, s), (key, v))
+        return (W, h), s
 
     return step
 
