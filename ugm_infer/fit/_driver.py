@@ -38,11 +38,11 @@ CHUNK_SECONDS = 1.0
 FIRST_CHUNK_STEPS = 16
 # default checkpoint cadence: this much training time, and at least 10x the last write time
 CHECKPOINT_SECONDS = 30.0
+CHECKPOINT_COST_RATIO = 10.0
 # whole blocks of an epoch's steps run in a loop of known length (see _chunk) only off the CPU: on a GPU
 # its steps queue back to back; on the CPU it is the same while loop as the step-by-step one, and a second
 # copy of the step in the program would add a quarter to two thirds to a first call. None: by backend
 BLOCK_LOOPS: bool | None = None
-CHECKPOINT_COST_RATIO = 10.0
 
 
 class _Setup(NamedTuple):
