@@ -439,6 +439,40 @@ def test_free_energies_equal_brute_force_logsumexp(kind):
             model.visible_probs(params, jnp.zeros(nh))
 
 
+def test_softplus_is_jax_softplus_bit_for_bit_with_the_sigmoid_derivative():
+    from ugm_infer.models._common import softplus
+
+    special = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-30, -1e-30, 20.0, -20.0, 88.0, -88.0, 1e4, -1e4]
+    for dtype in (jnp.float32, jnp.bfloat16, jnp.float16):
+        x = jnp.concatenate([jnp.asarray(special, dtype), 12 * jax.random.normal(jax.random.key(0), (5000,), dtype)])
+        got, want = np.asarray(softplus(x), np.float64), np.asarray(jax.nn.softplus(x), np.float64)
+        assert softplus(x).dtype == dtype
+        np.testing.assert_array_equal(got, want)  # NaN where NaN, same bits elsewhere
+    x = jnp.linspace(-30.0, 30.0, 601)
+    grad = jax.vmap(jax.grad(softplus))(x)
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(jax.nn.sigmoid(x)))
+    np.testing.assert_allclose(grad, jax.vmap(jax.grad(jax.nn.softplus))(x), rtol=2e-6, atol=1e-30)
+    # the second derivative (a Hessian-vector product) is sigmoid's own derivative
+    np.testing.assert_array_equal(jax.vmap(jax.grad(jax.grad(softplus)))(x), jax.vmap(jax.grad(jax.nn.sigmoid))(x))
+
+
+def test_rbm_free_energy_gradient_is_the_brute_force_expectation():
+    """dF/dW = -E[v h^T | v] etc., from enumeration over the hidden layer."""
+    nv, nh = 4, 3
+    model = M.rbm(nv, nh)
+    params = model.init_params(jax.random.key(2), scale=1.5)
+    params = {**params, "c": jnp.linspace(-1.0, 1.0, nh)}
+    v = jnp.asarray([1.0, 0.0, 1.0, 1.0])
+    Hs = _all_binary(nh)
+    E = np.asarray([model.energy(params, {"v": v, "h": jnp.asarray(h)}) for h in Hs], np.float64)
+    p = np.exp(-E - logsumexp(-E))
+    mean_h = p @ Hs
+    g = jax.grad(lambda prm: model.free_energy(prm, v))(params)
+    np.testing.assert_allclose(g["W"], -np.outer(np.asarray(v), mean_h), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(g["c"], -mean_h, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(g["b"], -np.asarray(v), rtol=1e-6)
+
+
 # --------------------------------------------------------------------------------------
 # init_params
 # --------------------------------------------------------------------------------------

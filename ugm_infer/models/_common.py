@@ -48,6 +48,28 @@ def compute_dtype(param: Any) -> Any:
     return jnp.promote_types(jnp.result_type(param), jnp.float32)
 
 
+@jax.custom_jvp
+def softplus(x: jax.Array) -> jax.Array:
+    """``log(1 + exp(x))``, bit for bit ``jax.nn.softplus``, at a third of its cost.
+
+    ``jax.nn.softplus`` is ``logaddexp(x, 0)``: ``max(x, 0) + log1p(exp(-|x|))`` behind a
+    ``select`` for NaN arguments that keeps XLA's CPU compiler from vectorising the
+    loop (3x slower on 50,000 values); ``max`` and the additions propagate a NaN by
+    themselves, so the values are the same without it, infinities included.  Its
+    derivative is ``sigmoid(x)``, one transcendental per element, where ``logaddexp``'s
+    rule takes three and needs the value even when only the gradient is used.  Free
+    energies differentiated in every learning step (RBM, DBM, sigmoid belief network)
+    use this one.
+    """
+    return jnp.maximum(x, 0) + jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
+@softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return softplus(x), jax.nn.sigmoid(x) * t
+
+
 def check_edges(edges: Any, num_sites: int, argname: str = "edges") -> np.ndarray:
     """Validate an ``(m, 2)`` edge list over sites ``0..num_sites-1``.
 

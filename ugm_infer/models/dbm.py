@@ -45,6 +45,7 @@ from ugm_infer.models._common import (
     layered_param_spec,
     layered_random_params,
     layered_variables,
+    softplus,
 )
 
 __all__ = ["DBM", "dbm"]
@@ -123,7 +124,7 @@ class DBM(EnergyModel):
             for k in range(1, self.num_hidden_layers + 1):
                 if layer not in (k - 1, k):
                     other = other - jnp.sum((x[k - 1] @ params[f"W{k}"]) * x[k], axis=-1)
-            return other - jnp.sum(jax.nn.softplus(field), axis=-1)
+            return other - jnp.sum(softplus(field), axis=-1)
 
         return free_energy
 

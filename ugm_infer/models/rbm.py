@@ -61,6 +61,7 @@ from ugm_infer.models._common import (
     colour_blocks,
     compute_dtype,
     random_params,
+    softplus,
     symmetric_offdiagonal,
 )
 
@@ -82,13 +83,13 @@ def _rbm_energy(params, state):
 def _visible_free_energy(params, v):
     W, b, c = params["W"], params["b"], params["c"]
     v = jnp.asarray(v).astype(compute_dtype(W))
-    return -jnp.sum(v * b, axis=-1) - jnp.sum(jax.nn.softplus(c + v @ W), axis=-1)
+    return -jnp.sum(v * b, axis=-1) - jnp.sum(softplus(c + v @ W), axis=-1)
 
 
 def _hidden_free_energy(params, h):
     W, b, c = params["W"], params["b"], params["c"]
     h = jnp.asarray(h).astype(compute_dtype(W))
-    return -jnp.sum(h * c, axis=-1) - jnp.sum(jax.nn.softplus(b + h @ W.T), axis=-1)
+    return -jnp.sum(h * c, axis=-1) - jnp.sum(softplus(b + h @ W.T), axis=-1)
 
 
 def _lateral_dense(params, v):

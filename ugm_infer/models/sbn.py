@@ -72,6 +72,7 @@ from ugm_infer.models._common import (
     layered_param_spec,
     layered_random_params,
     layered_variables,
+    softplus,
 )
 
 __all__ = ["SigmoidBeliefNet", "sigmoid_belief_net"]
@@ -142,7 +143,7 @@ class SigmoidBeliefNet(EnergyModel):
         out = []
         for k in range(self.num_hidden_layers + 1):
             z = self.logits(params, layers, k)
-            out.append(jnp.sum(layers[k] * z - jax.nn.softplus(z), axis=-1))
+            out.append(jnp.sum(layers[k] * z - softplus(z), axis=-1))
         return out
 
     def _energy(self, params: Any, state: dict) -> jax.Array:
@@ -155,7 +156,7 @@ class SigmoidBeliefNet(EnergyModel):
         total = 0.0
         for k in range(1, self.num_hidden_layers + 1):
             z = self.logits(params, x, k)
-            total = total + jnp.sum(x[k] * z - jax.nn.softplus(z), axis=-1)
+            total = total + jnp.sum(x[k] * z - softplus(z), axis=-1)
         return -total
 
     def _check_params(self, params: Any) -> None:
