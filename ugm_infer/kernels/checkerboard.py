@@ -74,6 +74,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer.kernels._random import threefry2x32
 from ugm_infer.kernels._updates import SiteLogitsLogDensity
 
 __all__ = [
@@ -91,28 +92,9 @@ __all__ = [
     "pair_and_total",
 ]
 
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _LOW, _HIGH = 0, 8  # bit of the low / high site of a word (code relies on _LOW == 0)
 _FLAG = 1  # change flags sit _FLAG bits above the values (bits 1 and 9), see build_sweep(track_changes=True)
 _VALUES = np.uint16((1 << _LOW) | (1 << _HIGH))
-
-
-def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The Threefry-2x32 hash (20 rounds) of counters ``(x1, x2)`` under key ``(k1, k2)``, elementwise.
-
-    Bit-identical to ``jax.extend.random.threefry2x32_p``; all arguments ``uint32``
-    and broadcastable.  Written as plain array operations (the CPU lowering of the
-    primitive is a loop over whole arrays, which XLA cannot fuse with its consumers).
-    """
-    ks = (k1, k2, k1 ^ k2 ^ jnp.uint32(0x1BD11BDA))
-    a, b = x1 + ks[0], x2 + ks[1]
-    for block in range(5):
-        for r in _ROTATIONS[block % 2]:
-            a = a + b
-            b = ((b << jnp.uint32(r)) | (b >> jnp.uint32(32 - r))) ^ a
-        a = a + ks[(block + 1) % 3]
-        b = b + ks[(block + 2) % 3] + jnp.uint32(block + 1)
-    return a, b
 
 
 def key_pair(rng_key: jax.Array) -> tuple[jax.Array, jax.Array]:

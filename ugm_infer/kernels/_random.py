@@ -1,0 +1,99 @@
+"""``jax.random.uniform``, bit for bit, with the Threefry hash written as array operations.
+
+On the CPU, ``jax.random`` runs the Threefry-2x32 hash (Salmon et al. 2011) as a loop
+over whole arrays: the counters, both words of every round and the bits are written
+to memory five times per draw, the loop's carry is copied at every iteration, and XLA
+cannot fuse the hash with the comparison that consumes it.  :func:`uniform` computes
+the same numbers from the same key with the 20 rounds as plain elementwise operations
+(:func:`threefry2x32`), which XLA fuses into the
+comparison: a Gibbs update's uniforms are never written out.
+
+It reproduces ``jax.random.uniform(rng_key, shape, jnp.float32)`` exactly when JAX
+draws as its default configuration does (a Threefry key, ``jax_threefry_partitionable``
+on: the bits of element ``i`` are ``x1 ^ x2`` of the hash of the counter pair
+``(0, i)``) and falls back to ``jax.random.uniform`` otherwise, so switching between
+the two never changes a result.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["split_key", "threefry2x32", "uniform"]
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+_ONE_BITS = np.uint32(np.array(1.0, np.float32).view(np.uint32))  # the bits of 1.0f: exponent 0, empty mantissa
+
+
+def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The Threefry-2x32 hash (20 rounds) of counters ``(x1, x2)`` under key ``(k1, k2)``, elementwise.
+
+    Bit-identical to ``jax.extend.random.threefry2x32_p``; all arguments ``uint32``
+    and broadcastable.  Written as plain array operations (the CPU lowering of the
+    primitive is a loop over whole arrays, which XLA cannot fuse with its consumers).
+    """
+    ks = (k1, k2, k1 ^ k2 ^ jnp.uint32(0x1BD11BDA))
+    a, b = x1 + ks[0], x2 + ks[1]
+    for block in range(5):
+        for r in _ROTATIONS[block % 2]:
+            a = a + b
+            b = ((b << jnp.uint32(r)) | (b >> jnp.uint32(32 - r))) ^ a
+        a = a + ks[(block + 1) % 3]
+        b = b + ks[(block + 2) % 3] + jnp.uint32(block + 1)
+    return a, b
+
+
+def _threefry_words(rng_key: jax.Array) -> tuple[jax.Array, jax.Array] | None:
+    """The key's two ``uint32`` words if it is a Threefry-2x32 key, else ``None``."""
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        if rng_key.ndim != 0 or str(jax.random.key_impl(rng_key)) != "threefry2x32":
+            return None
+        data = jax.random.key_data(rng_key)
+    elif rng_key.dtype == jnp.uint32 and rng_key.shape == (2,):  # a raw key (jax.random.PRNGKey)
+        if jax.config.jax_default_prng_impl != "threefry2x32":
+            return None
+        data = rng_key
+    else:
+        return None
+    return data[..., 0], data[..., 1]
+
+
+def uniform(rng_key: jax.Array, shape: tuple = (), dtype=jnp.float32) -> jax.Array:
+    """``jax.random.uniform(rng_key, shape, dtype)`` on ``[0, 1)``: the same values, computed fused.
+
+    Only a single key (no leading key axis; ``jax.vmap`` over keys works) and float32
+    take the fused path; anything else is drawn by ``jax.random.uniform`` itself.
+    """
+    shape = tuple(int(d) for d in shape)
+    size = math.prod(shape)
+    words = _threefry_words(rng_key)
+    if words is None or jnp.dtype(dtype) != jnp.float32 or size >= 2**32 or not jax.config.jax_threefry_partitionable:
+        return jax.random.uniform(rng_key, shape, dtype)
+    k1, k2 = words
+    counter = jax.lax.iota(jnp.uint32, size).reshape(shape)  # the element's flat index: low word; high word 0
+    a, b = threefry2x32(k1, k2, jnp.uint32(0), counter)
+    mantissa = ((a ^ b) >> jnp.uint32(32 - 23)) | _ONE_BITS  # in [1, 2)
+    return jnp.maximum(jnp.float32(0), jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1))
+
+
+def split_key(rng_key: jax.Array, num: int = 2) -> jax.Array:
+    """``jax.random.split(rng_key, num)``: the same keys, the hash computed fused.
+
+    Falls back to ``jax.random.split`` where :func:`uniform` falls back to
+    ``jax.random.uniform``.
+    """
+    num = int(num)
+    words = _threefry_words(rng_key)
+    if words is None or not jax.config.jax_threefry_partitionable:
+        return jax.random.split(rng_key, num)
+    k1, k2 = words
+    a, b = threefry2x32(k1, k2, jnp.uint32(0), jax.lax.iota(jnp.uint32, num))
+    data = jnp.stack([a, b], axis=-1)
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(data, impl="threefry2x32")
+    return data
