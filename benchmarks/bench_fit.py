@@ -175,8 +175,9 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int 
     probabilities ``p(h | v)`` from the previous update, so a Gibbs step is ``h ~ p(h)``,
     ``v ~ p(v | h)``, ``p(h | v)`` (two products), plus the data's ``p(h | v)`` and the
     two outer products of the gradient.  The uniforms come from the fused Threefry hash
-    (``handwritten.fused_uniform``: both words of every hash, fused with the comparison
-    that consumes them), not ``jax.random.uniform``'s loop.  ``epochs > 1``: a scan over
+    (``handwritten.fused_uniform_rows``: both words of every hash, fused with the
+    comparison that consumes them), not ``jax.random.uniform``'s loop (the fastest of
+    the draws tried).  ``epochs > 1``: a scan over
     the epochs around it.
     """
     steps = num_examples // batch
@@ -189,9 +190,9 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int 
             (W, b, c), ph = carry
             v = jnp.take(data, jax.lax.dynamic_slice(perm, (s * batch,), (batch,)), axis=0, mode="clip")
             key_h, key_v = jax.random.split(jax.random.fold_in(key_steps, s))
-            h = (handwritten.fused_uniform(key_h, ph.shape) < ph).astype(jnp.float32)
+            h = (handwritten.fused_uniform_rows(key_h, ph.shape) < ph).astype(jnp.float32)
             pv = jax.nn.sigmoid(h @ W.T + b)
-            v_neg = (handwritten.fused_uniform(key_v, pv.shape) < pv).astype(jnp.float32)
+            v_neg = (handwritten.fused_uniform_rows(key_v, pv.shape) < pv).astype(jnp.float32)
             ph_pos, ph_neg = jax.nn.sigmoid(v @ W + c), jax.nn.sigmoid(v_neg @ W + c)
             gW = v.T @ ph_pos / batch - v_neg.T @ ph_neg / chains
             gb = v.mean(0) - v_neg.mean(0)

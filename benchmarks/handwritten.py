@@ -192,6 +192,21 @@ def fused_uniform(key, shape):
     return (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
 
 
+def fused_uniform_rows(key, shape):
+    """float32 uniforms on [0, 1) (24 bits each) of a ``(rows, cols)`` shape with ``rows`` even.
+
+    One hash per two numbers, as in :func:`fused_uniform`, with the two words filling
+    the top and the bottom half of the rows: joined along the leading axis, the hash
+    stays fused with its consumer.  (Joined flat and cut, as :func:`fused_uniform` does,
+    XLA writes the words out; on a PCD step of an RBM 784-500 that is slower than
+    ``jax.random.uniform``.)
+    """
+    rows, cols = shape
+    d = jax.random.key_data(key)
+    a, b = _threefry(d[0], d[1], jnp.uint32(0), jax.lax.iota(jnp.uint32, rows // 2 * cols).reshape(rows // 2, cols))
+    return (jnp.concatenate([a, b], axis=0) >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+
+
 def bm_sweep(W, b, s, u):
     """One systematic single-site heat-bath sweep of a binary BM, all chains at once.
 

@@ -39,3 +39,18 @@ def test_dense_bm_sweep_samples_the_model():
     idx = state_index({"s": np.asarray(s)}, model)
     assert_distribution_matches(idx, brute_force(model, params), label="handwritten.bm_sweep")
     assert_distribution_differs(idx, brute_force(model, params, 0.5), label="another temperature")
+
+
+def test_fused_uniform_rows_are_uniform_and_independent_halves():
+    """The plain-JAX PCD loop's draws: on [0, 1), each of 16 equal bins within a chi-square bound, and
+    the top and bottom halves (the hash's two words) uncorrelated."""
+    rows, cols = 200, 500
+    u = np.asarray(jax.jit(lambda k: handwritten.fused_uniform_rows(k, (rows, cols)))(jax.random.key(4)), np.float64)
+    assert u.shape == (rows, cols) and u.min() >= 0.0 and u.max() < 1.0
+    counts = np.bincount((u * 16).astype(int).ravel(), minlength=16)
+    expected = u.size / 16
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 37.7, chi2  # chi-square(15) 0.999 quantile
+    top, bottom = u[: rows // 2].ravel(), u[rows // 2 :].ravel()
+    # correlation of 50,000 independent pairs: sd 1/sqrt(50,000); bound 5 sd
+    assert abs(np.corrcoef(top, bottom)[0, 1]) < 5 / np.sqrt(top.size)
