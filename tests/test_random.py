@@ -71,4 +71,4 @@ def test_fallbacks_hand_the_call_to_jax_random():
     rbg = jax.random.key(1, impl="rbg")
     np.testing.assert_array_equal(np.asarray(_random.uniform(rbg, (9,))), np.asarray(jax.random.uniform(rbg, (9,))))
     np.testing.assert_array_equal(_data(_random.split_key(rbg, 4)), _data(jax.random.split(rbg, 4)))
-    assert _random._threefry_words(jax.random.split(key, 3)) is None  # a batch of keys is not one key
+    assert not _random._is_threefry_key(jax.random.split(key, 3))  # a batch of keys is not one key

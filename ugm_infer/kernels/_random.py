@@ -17,6 +17,7 @@ the two never changes a result.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -48,19 +49,36 @@ def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> 
     return a, b
 
 
-def _threefry_words(rng_key: jax.Array) -> tuple[jax.Array, jax.Array] | None:
-    """The key's two ``uint32`` words if it is a Threefry-2x32 key, else ``None``."""
+def _is_threefry_key(rng_key: jax.Array) -> bool:
+    """One Threefry-2x32 key: a typed scalar key of that implementation, or a raw ``uint32[2]`` under it."""
     if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-        if rng_key.ndim != 0 or str(jax.random.key_impl(rng_key)) != "threefry2x32":
-            return None
-        data = jax.random.key_data(rng_key)
-    elif rng_key.dtype == jnp.uint32 and rng_key.shape == (2,):  # a raw key (jax.random.PRNGKey)
-        if jax.config.jax_default_prng_impl != "threefry2x32":
-            return None
-        data = rng_key
-    else:
-        return None
-    return data[..., 0], data[..., 1]
+        return rng_key.ndim == 0 and str(jax.random.key_impl(rng_key)) == "threefry2x32"
+    return rng_key.dtype == jnp.uint32 and rng_key.shape == (2,) and jax.config.jax_default_prng_impl == "threefry2x32"
+
+
+def _words(rng_key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    data = jax.random.key_data(rng_key) if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key) else rng_key
+    return data[0], data[1]
+
+
+# jitted: called eagerly (outside a compiled program) the 20 rounds would dispatch one by one
+@functools.partial(jax.jit, static_argnums=1)
+def _fused_uniform(rng_key: jax.Array, shape: tuple) -> jax.Array:
+    k1, k2 = _words(rng_key)
+    counter = jax.lax.iota(jnp.uint32, math.prod(shape)).reshape(shape)  # flat index: low word; high word 0
+    a, b = threefry2x32(k1, k2, jnp.uint32(0), counter)
+    mantissa = ((a ^ b) >> jnp.uint32(32 - 23)) | _ONE_BITS  # in [1, 2)
+    return jnp.maximum(jnp.float32(0), jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _fused_split(rng_key: jax.Array, num: int) -> jax.Array:
+    k1, k2 = _words(rng_key)
+    a, b = threefry2x32(k1, k2, jnp.uint32(0), jax.lax.iota(jnp.uint32, num))
+    data = jnp.stack([a, b], axis=-1)
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(data, impl="threefry2x32")
+    return data
 
 
 def uniform(rng_key: jax.Array, shape: tuple = (), dtype=jnp.float32) -> jax.Array:
@@ -70,15 +88,10 @@ def uniform(rng_key: jax.Array, shape: tuple = (), dtype=jnp.float32) -> jax.Arr
     take the fused path; anything else is drawn by ``jax.random.uniform`` itself.
     """
     shape = tuple(int(d) for d in shape)
-    size = math.prod(shape)
-    words = _threefry_words(rng_key)
-    if words is None or jnp.dtype(dtype) != jnp.float32 or size >= 2**32 or not jax.config.jax_threefry_partitionable:
+    fused = _is_threefry_key(rng_key) and jnp.dtype(dtype) == jnp.float32 and math.prod(shape) < 2**32
+    if not (fused and jax.config.jax_threefry_partitionable):
         return jax.random.uniform(rng_key, shape, dtype)
-    k1, k2 = words
-    counter = jax.lax.iota(jnp.uint32, size).reshape(shape)  # the element's flat index: low word; high word 0
-    a, b = threefry2x32(k1, k2, jnp.uint32(0), counter)
-    mantissa = ((a ^ b) >> jnp.uint32(32 - 23)) | _ONE_BITS  # in [1, 2)
-    return jnp.maximum(jnp.float32(0), jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1))
+    return _fused_uniform(rng_key, shape)
 
 
 def split_key(rng_key: jax.Array, num: int = 2) -> jax.Array:
@@ -88,12 +101,6 @@ def split_key(rng_key: jax.Array, num: int = 2) -> jax.Array:
     ``jax.random.uniform``.
     """
     num = int(num)
-    words = _threefry_words(rng_key)
-    if words is None or not jax.config.jax_threefry_partitionable:
+    if not (_is_threefry_key(rng_key) and jax.config.jax_threefry_partitionable):
         return jax.random.split(rng_key, num)
-    k1, k2 = words
-    a, b = threefry2x32(k1, k2, jnp.uint32(0), jax.lax.iota(jnp.uint32, num))
-    data = jnp.stack([a, b], axis=-1)
-    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-        return jax.random.wrap_key_data(data, impl="threefry2x32")
-    return data
+    return _fused_split(rng_key, num)
