@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["split_key", "threefry2x32", "uniform"]
+__all__ = ["threefry2x32", "uniform"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -71,16 +71,6 @@ def _fused_uniform(rng_key: jax.Array, shape: tuple) -> jax.Array:
     return jnp.maximum(jnp.float32(0), jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1))
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _fused_split(rng_key: jax.Array, num: int) -> jax.Array:
-    k1, k2 = _words(rng_key)
-    a, b = threefry2x32(k1, k2, jnp.uint32(0), jax.lax.iota(jnp.uint32, num))
-    data = jnp.stack([a, b], axis=-1)
-    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-        return jax.random.wrap_key_data(data, impl="threefry2x32")
-    return data
-
-
 def uniform(rng_key: jax.Array, shape: tuple = (), dtype=jnp.float32) -> jax.Array:
     """``jax.random.uniform(rng_key, shape, dtype)`` on ``[0, 1)``: the same values, computed fused.
 
@@ -93,14 +83,3 @@ def uniform(rng_key: jax.Array, shape: tuple = (), dtype=jnp.float32) -> jax.Arr
         return jax.random.uniform(rng_key, shape, dtype)
     return _fused_uniform(rng_key, shape)
 
-
-def split_key(rng_key: jax.Array, num: int = 2) -> jax.Array:
-    """``jax.random.split(rng_key, num)``: the same keys, the hash computed fused.
-
-    Falls back to ``jax.random.split`` where :func:`uniform` falls back to
-    ``jax.random.uniform``.
-    """
-    num = int(num)
-    if not (_is_threefry_key(rng_key) and jax.config.jax_threefry_partitionable):
-        return jax.random.split(rng_key, num)
-    return _fused_split(rng_key, num)
