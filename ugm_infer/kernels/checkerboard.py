@@ -339,14 +339,15 @@ def build_sweep(
             return a, b
 
         def half(t, words):
-            # half-sweep t: the first colour for even t, the other for odd t, each static in its branch
-            keep = jnp.where(t < 2, jnp.uint16(0), _VALUES) if track_changes else None
-            counter = t.astype(jnp.uint32)
-
+            # half-sweep t: the first colour for even t, the other for odd t, each static in its branch; the
+            # counter and the change mask are computed in the branch, where they fuse into the colour's update
+            # (outside it, each was an operation of its own per half-sweep)
             def branch(second):
                 colour = 1 - first if second else first
 
                 def update(words):
+                    keep = jnp.where(t < 2, jnp.uint16(0), _VALUES) if track_changes else None
+                    counter = t.astype(jnp.uint32)
                     a, b = words
                     other, old = (a, b) if second else (b, a)
                     old = old if track_changes else None
