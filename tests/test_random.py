@@ -52,3 +52,13 @@ def test_fallbacks_hand_the_call_to_jax_random():
     rbg = jax.random.key(1, impl="rbg")
     np.testing.assert_array_equal(np.asarray(_random.uniform(rbg, (9,))), np.asarray(jax.random.uniform(rbg, (9,))))
     assert not _random._is_threefry_key(jax.random.split(key, 3))  # a batch of keys is not one key
+
+
+def test_the_original_threefry_bit_layout_falls_back_to_jax_random():
+    """With ``jax_threefry_partitionable`` off, JAX lays its bits out differently: same numbers still."""
+    key = jax.random.key(3)
+    with jax.threefry_partitionable(False):
+        for shape in [(5,), (7, 3)]:
+            want = np.asarray(jax.random.uniform(key, shape))
+            np.testing.assert_array_equal(np.asarray(_random.uniform(key, shape)), want)
+            np.testing.assert_array_equal(np.asarray(jax.jit(lambda k, s=shape: _random.uniform(k, s))(key)), want)
