@@ -5,8 +5,10 @@ over whole arrays: the counters, both words of every round and the bits are writ
 to memory five times per draw, the loop's carry is copied at every iteration, and XLA
 cannot fuse the hash with the comparison that consumes it.  :func:`uniform` computes
 the same numbers from the same key with the 20 rounds as plain elementwise operations
-(:func:`threefry2x32`), which XLA fuses into the
-comparison: a Gibbs update's uniforms are never written out.
+(:func:`threefry2x32`), which XLA fuses into the comparison: a Gibbs update's uniforms
+are never written out.  XLA counts these integer operations as cheap, so it may also
+fuse the draw into each further consumer of the sampled values (a gradient, a count of
+changed sites) and hash those sites again there.
 
 It reproduces ``jax.random.uniform(rng_key, shape, jnp.float32)`` exactly when JAX
 draws as its default configuration does (a Threefry key, ``jax_threefry_partitionable``
