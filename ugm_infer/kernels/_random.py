@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["threefry2x32", "uniform"]
+__all__ = ["key_pair", "threefry2x32", "uniform"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -51,6 +51,18 @@ def threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array) -> 
     return a, b
 
 
+def key_pair(rng_key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Two ``uint32`` words from one PRNG key (its data for Threefry keys, else two random words)."""
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        if str(jax.random.key_impl(rng_key)) == "threefry2x32":
+            data = jax.random.key_data(rng_key)
+        else:
+            data = jax.random.bits(rng_key, (2,), jnp.uint32)
+    else:  # a raw uint32[2] key (jax.random.PRNGKey)
+        data = jnp.asarray(rng_key, jnp.uint32)
+    return data[..., 0], data[..., 1]
+
+
 def _is_threefry_key(rng_key: jax.Array) -> bool:
     """One Threefry-2x32 key: a typed scalar key of that implementation, or a raw ``uint32[2]`` under it."""
     if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
@@ -58,15 +70,10 @@ def _is_threefry_key(rng_key: jax.Array) -> bool:
     return rng_key.dtype == jnp.uint32 and rng_key.shape == (2,) and jax.config.jax_default_prng_impl == "threefry2x32"
 
 
-def _words(rng_key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    data = jax.random.key_data(rng_key) if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key) else rng_key
-    return data[0], data[1]
-
-
 # jitted: called eagerly (outside a compiled program) the 20 rounds would dispatch one by one
 @functools.partial(jax.jit, static_argnums=1)
 def _fused_uniform(rng_key: jax.Array, shape: tuple) -> jax.Array:
-    k1, k2 = _words(rng_key)
+    k1, k2 = key_pair(rng_key)
     counter = jax.lax.iota(jnp.uint32, math.prod(shape)).reshape(shape)  # flat index: low word; high word 0
     a, b = threefry2x32(k1, k2, jnp.uint32(0), counter)
     mantissa = ((a ^ b) >> jnp.uint32(32 - 23)) | _ONE_BITS  # in [1, 2)
@@ -84,4 +91,3 @@ def uniform(rng_key: jax.Array, shape: tuple = (), dtype=jnp.float32) -> jax.Arr
     if not (fused and jax.config.jax_threefry_partitionable):
         return jax.random.uniform(rng_key, shape, dtype)
     return _fused_uniform(rng_key, shape)
-

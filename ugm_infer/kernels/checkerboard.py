@@ -74,7 +74,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.kernels._random import threefry2x32
+from ugm_infer.kernels._random import key_pair, threefry2x32
 from ugm_infer.kernels._updates import SiteLogitsLogDensity
 
 __all__ = [
@@ -95,18 +95,6 @@ __all__ = [
 _LOW, _HIGH = 0, 8  # bit of the low / high site of a word (code relies on _LOW == 0)
 _FLAG = 1  # change flags sit _FLAG bits above the values (bits 1 and 9), see build_sweep(track_changes=True)
 _VALUES = np.uint16((1 << _LOW) | (1 << _HIGH))
-
-
-def key_pair(rng_key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Two ``uint32`` words from one PRNG key (its data for Threefry keys, else two random words)."""
-    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-        if str(jax.random.key_impl(rng_key)) == "threefry2x32":
-            data = jax.random.key_data(rng_key)
-        else:
-            data = jax.random.bits(rng_key, (2,), jnp.uint32)
-    else:  # a raw uint32[2] key (jax.random.PRNGKey)
-        data = jnp.asarray(rng_key, jnp.uint32)
-    return data[..., 0], data[..., 1]
 
 
 def uniform(rng_key: jax.Array, shape: tuple, stream: int = 0) -> jax.Array:
