@@ -62,3 +62,95 @@ def test_the_original_threefry_bit_layout_falls_back_to_jax_random():
             want = np.asarray(jax.random.uniform(key, shape))
             np.testing.assert_array_equal(np.asarray(_random.uniform(key, shape)), want)
             np.testing.assert_array_equal(np.asarray(jax.jit(lambda k, s=shape: _random.uniform(k, s))(key)), want)
+
+
+def _key_words(keys) -> np.ndarray:
+    return np.asarray(jax.random.key_data(keys) if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key) else keys)
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+def test_split_and_fold_in_are_jax_randoms_bit_for_bit(kind):
+    key = KEYS[kind]()
+    for num in (1, 2, 3, 100):
+        want = jax.random.split(key, num)
+        for got in (_random.split(key, num), jax.jit(lambda k, n=num: _random.split(k, n))(key)):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(_key_words(got), _key_words(want))
+    for data in (jnp.int32(0), jnp.int32(17), jnp.int32(-5), jnp.uint32(2**32 - 1), 123):
+        want = jax.random.fold_in(key, data)
+        got = jax.jit(_random.fold_in)(key, data)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(_key_words(got), _key_words(want))
+
+
+def test_split_and_fold_in_under_vmap_and_in_loops():
+    keys = jax.random.split(jax.random.key(0), 5)
+    got = jax.jit(jax.vmap(lambda k: _random.split(_random.fold_in(k, 3), 4)))(keys)
+    want = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 3), 4))(keys)
+    np.testing.assert_array_equal(_key_words(got), _key_words(want))
+
+    def chain(split, fold_in):
+        def body(key, i):
+            key, sub = split(fold_in(key, i))
+            return key, jax.random.key_data(sub)
+
+        return jax.lax.scan(body, jax.random.key(9), jnp.arange(6))[1]
+
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(lambda: chain(_random.split, _random.fold_in))()),
+        np.asarray(chain(jax.random.split, jax.random.fold_in)),
+    )
+
+
+def test_split_falls_back_outside_traced_programs_and_for_other_keys():
+    key = jax.random.key(1)
+    assert not _random._traced_threefry_key(key)  # eager: jax.random itself, no compilation
+    rbg = jax.random.key(1, impl="rbg")
+    split3, fold2 = jax.jit(lambda k: _random.split(k, 3)), jax.jit(lambda k: _random.fold_in(k, 2))
+    np.testing.assert_array_equal(_key_words(split3(rbg)), _key_words(jax.random.split(rbg, 3)))
+    np.testing.assert_array_equal(_key_words(fold2(rbg)), _key_words(jax.random.fold_in(rbg, 2)))
+    with jax.threefry_partitionable(False):
+        np.testing.assert_array_equal(
+            _key_words(jax.jit(lambda k: _random.split(k, 3))(key)), _key_words(jax.random.split(key, 3))
+        )
+
+
+def _hashing_fusions(compiled_text: str) -> int:
+    """Fused computations of a compiled program holding a Threefry hash (20 rounds: 20 xors and more)."""
+    import re
+
+    bodies = re.split(r"\n(?=%?\S+ \(|ENTRY )", compiled_text)
+    return sum(1 for b in bodies if ("fused_computation" in b.split("\n", 1)[0]) and len(re.findall(r" xor\(", b)) >= 20)
+
+
+def test_computed_once_hashes_a_draw_once_for_several_consumers():
+    """A draw read by a product, a count and an output is hashed once, not once per reader."""
+    logits = jax.random.normal(jax.random.key(0), (100, 784))
+    old = jnp.zeros((100, 784))
+    weights = jax.random.normal(jax.random.key(1), (784, 50))
+
+    def draw(lg, key):
+        return (_random.uniform(key, lg.shape) < jax.nn.sigmoid(lg)).astype(jnp.float32)
+
+    def program(once):
+        def f(key, lg):
+            v = _random.computed_once(draw, lg, key) if once else draw(lg, key)
+            return v, v @ weights, jnp.sum(v != old), (2.0 * v).sum(0)
+
+        return jax.jit(f)
+
+    key = jax.random.key(2)
+    plain, once = program(False), program(True)
+    for got, want in zip(once(key, logits), plain(key, logits)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert _hashing_fusions(once.lower(key, logits).compile().as_text()) == 1
+    assert _hashing_fusions(plain.lower(key, logits).compile().as_text()) > 1  # what computed_once prevents
+    # vmapped over chains (one key each) and NaN logits (the loop's second trip) give the same values
+    keys = jax.random.split(key, 100)
+    by_chain = jax.jit(jax.vmap(lambda k, lg: _random.computed_once(draw, lg, k)))
+    np.testing.assert_array_equal(np.asarray(by_chain(keys, logits)), np.asarray(jax.vmap(draw, (0, 0))(logits, keys)))
+    nan_first = logits.at[0, 0].set(jnp.nan)
+    np.testing.assert_array_equal(np.asarray(once(key, nan_first)[0]), np.asarray(plain(key, nan_first)[0]))
+    # a gradient through a program that draws: the draw is constant in the logits
+    g = jax.grad(lambda lg: jnp.sum(lg * _random.computed_once(draw, lg, key)))(logits)
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(draw(logits, key)))

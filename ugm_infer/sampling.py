@@ -18,6 +18,7 @@ from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import checkerboard
 from ugm_infer.kernels._common import chains_first, chains_last, recipe_of
+from ugm_infer.kernels._random import split as split_key
 
 __all__ = ["SampleResult", "sample"]
 
@@ -406,15 +407,15 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         def draws(state, key, count):
             if count * thin * num_chains <= _PRESPLIT_KEYS:  # all chain keys in one call
                 return jax.lax.scan(one_draw, state, chain_keys(key, (count, thin)))
-            return jax.lax.scan(lambda s, k: one_draw(s, chain_keys(k, (thin,))), state, jax.random.split(key, count))
+            return jax.lax.scan(lambda s, k: one_draw(s, chain_keys(k, (thin,))), state, split_key(key, count))
 
-        key_warm, key_draw = jax.random.split(rng_key)
+        key_warm, key_draw = split_key(rng_key)
         if num_warmup:
             if num_warmup * num_chains <= _PRESPLIT_KEYS:
                 states, _ = jax.lax.scan(lambda s, k: (step(k, s)[0], None), states, chain_keys(key_warm, (num_warmup,)))
             else:
                 states, _ = jax.lax.scan(
-                    lambda s, k: (step(chain_keys(k, ()), s)[0], None), states, jax.random.split(key_warm, num_warmup)
+                    lambda s, k: (step(chain_keys(k, ()), s)[0], None), states, split_key(key_warm, num_warmup)
                 )
         final, outs = draws(states, key_draw, num_samples)
         # (draw, chain, ...) -> (chain, draw, ...)

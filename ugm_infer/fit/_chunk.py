@@ -79,7 +79,10 @@ class ChunkOut(NamedTuple):
 
 def epoch_keys(key_train: jax.Array, epoch: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(key_perm, key_steps)`` of epoch ``epoch``."""
-    key_perm, key_steps = jax.random.split(jax.random.fold_in(key_train, epoch))
+    # imported here: importing ugm_infer.kernels with ugm_infer would load BlackJAX
+    from ugm_infer.kernels._random import fold_in, split
+
+    key_perm, key_steps = split(fold_in(key_train, epoch))
     return key_perm, key_steps
 
 
@@ -144,6 +147,8 @@ def block_size(steps_per_epoch: int, chunk_len: int) -> int:
 
 def _make_chunk(learner: Any, spec: ChunkSpec):
     """``run(state, data, key_train, start, count) -> ChunkOut`` (see the module docstring)."""
+    from ugm_infer.kernels._random import fold_in  # see epoch_keys
+
     spe, size, block = spec.steps_per_epoch, spec.batch_size, spec.block
     decoders = dict(spec.decoders)
     scan_blocks = block > 1 and not spec.stop_on_nonfinite
@@ -177,7 +182,7 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
 
             def one_step(state, g):
                 s = g - first
-                new_state, info = learner.step(jax.random.fold_in(key_steps, s), state, batch_of(data, perm, s))
+                new_state, info = learner.step(fold_in(key_steps, s), state, batch_of(data, perm, s))
                 return new_state, summary_of(info)
 
             def single_steps(carry, until):  # steps g .. until-1, one per iteration

@@ -1,4 +1,4 @@
-"""``jax.random.uniform``, bit for bit, with the Threefry hash written as array operations.
+"""``jax.random.uniform``, ``split`` and ``fold_in``, bit for bit, with the Threefry hash written as array operations.
 
 On the CPU, ``jax.random`` runs the Threefry-2x32 hash (Salmon et al. 2011) as a loop
 over whole arrays: the counters, both words of every round and the bits are written
@@ -6,15 +6,18 @@ to memory five times per draw, the loop's carry is copied at every iteration, an
 cannot fuse the hash with the comparison that consumes it.  :func:`uniform` computes
 the same numbers from the same key with the 20 rounds as plain elementwise operations
 (:func:`threefry2x32`), which XLA fuses into the comparison: a Gibbs update's uniforms
-are never written out.  XLA counts these integer operations as cheap, so it may also
-fuse the draw into each further consumer of the sampled values (a gradient, a count of
-changed sites) and hash those sites again there.
+are never written out.  XLA counts these integer operations as cheap, so it would also
+fuse a draw into each further consumer of the sampled values (a gradient, a count of
+changed sites) and hash those sites again there; :func:`computed_once` makes a value
+a loop's output, hashed and written once.  :func:`split` and :func:`fold_in` give
+``jax.random``'s keys the same way: a learner step splits its key, then one key per
+chain, and each ``jax.random`` call would be a loop of five iterations of small
+operations.
 
-It reproduces ``jax.random.uniform(rng_key, shape, jnp.float32)`` exactly when JAX
-draws as its default configuration does (a Threefry key, ``jax_threefry_partitionable``
-on: the bits of element ``i`` are ``x1 ^ x2`` of the hash of the counter pair
-``(0, i)``) and falls back to ``jax.random.uniform`` otherwise, so switching between
-the two never changes a result.
+Each reproduces its ``jax.random`` counterpart exactly when JAX draws as its default
+configuration does (a Threefry key, ``jax_threefry_partitionable`` on: the bits of
+element ``i`` are the hash of the counter pair ``(0, i)``) and falls back to
+``jax.random`` otherwise, so switching between the two never changes a result.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["key_pair", "threefry2x32", "uniform"]
+__all__ = ["computed_once", "fold_in", "key_pair", "split", "threefry2x32", "uniform"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -91,3 +94,90 @@ def uniform(rng_key: jax.Array, shape: tuple = (), dtype=jnp.float32) -> jax.Arr
     if not (fused and jax.config.jax_threefry_partitionable):
         return jax.random.uniform(rng_key, shape, dtype)
     return _fused_uniform(rng_key, shape)
+
+
+def _unknown_flag(x: jax.Array) -> jax.Array:
+    """A boolean XLA cannot evaluate at compile time, False for nearly every ``x`` (only the loop count reads it)."""
+    first = x.reshape(-1)[0]
+    if jnp.issubdtype(first.dtype, jnp.inexact):
+        return first != first  # NaN
+    return first.astype(jnp.uint32) == jnp.uint32(0x9E3779B9)
+
+
+def computed_once(fn, first: jax.Array, *args):
+    """``fn(first, *args)``, written to memory once, however many operations read it.
+
+    XLA counts the hash's integer operations as cheap and fuses a draw into every
+    elementwise consumer of the sampled values: a Gibbs update whose new values feed
+    the next state, a matrix product and a count of changed sites hashes its sites three
+    times, and keys split for many chains are hashed again for every uniform drawn
+    from them.  Computed as the body of a ``lax.while_loop`` whose trip count XLA cannot
+    see at compile time, the values are the loop's output: hashed once, written once,
+    read by every consumer.  The loop runs once, twice when ``first``'s first element is
+    NaN (or, for integers, one value in 2**32); ``fn`` returns the same values either
+    time.  Under ``jax.vmap`` the loop stays one loop.  A float ``first`` is read through
+    ``stop_gradient`` (sampled values are piecewise constant in it), so a surrounding
+    ``jax.grad`` never differentiates the loop.
+    """
+    if jnp.issubdtype(first.dtype, jnp.inexact):
+        first = jax.lax.stop_gradient(first)
+    trips = jnp.where(_unknown_flag(first), 2, 1)
+    shape = jax.eval_shape(fn, first, *args)
+    initial = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
+
+    def body(carry):
+        trip, _ = carry
+        return trip + 1, fn(first, *args)
+
+    return jax.lax.while_loop(lambda carry: carry[0] < trips, body, (jnp.int32(0), initial))[1]
+
+
+def _split_words(k1: jax.Array, k2: jax.Array, num: int) -> jax.Array:
+    a, b = threefry2x32(k1, k2, jnp.uint32(0), jax.lax.iota(jnp.uint32, num))
+    return jnp.stack([a, b], axis=-1)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _fused_split(rng_key: jax.Array, num: int) -> jax.Array:
+    k1, k2 = key_pair(rng_key)
+    words = computed_once(lambda k: _split_words(k[0], k[1], num), jnp.stack([k1, k2]))
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(words, impl="threefry2x32")
+    return words
+
+
+def split(rng_key: jax.Array, num: int = 2) -> jax.Array:
+    """``jax.random.split(rng_key, num)``: the same keys, hashed as fused array operations, once.
+
+    ``jax.random.split`` runs the hash as a loop of five iterations on the CPU: a
+    learner step that splits its key, then one key per chain, pays ten loop iterations
+    of small operations.  Falls back to ``jax.random.split`` where :func:`uniform` does,
+    and outside a traced program (``jax.jit``, ``jax.vmap``, a loop).
+    """
+    num = int(num)
+    if not (_traced_threefry_key(rng_key) and jax.config.jax_threefry_partitionable and 0 < num < 2**32):
+        return jax.random.split(rng_key, num)
+    return _fused_split(rng_key, num)
+
+
+@jax.jit
+def _fused_fold_in(rng_key: jax.Array, data: jax.Array) -> jax.Array:
+    k1, k2 = key_pair(rng_key)
+    words = computed_once(lambda k: jnp.stack(threefry2x32(k[0], k[1], jnp.uint32(0), k[2])), jnp.stack([k1, k2, data]))
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(words, impl="threefry2x32")
+    return words
+
+
+def fold_in(rng_key: jax.Array, data) -> jax.Array:
+    """``jax.random.fold_in(rng_key, data)`` (``data`` a 32-bit integer scalar), fused and hashed once like :func:`split`."""
+    data = jnp.asarray(data)
+    fused = _traced_threefry_key(rng_key) and data.shape == () and data.dtype in (jnp.int32, jnp.uint32)
+    if not fused:
+        return jax.random.fold_in(rng_key, data)
+    return _fused_fold_in(rng_key, data.astype(jnp.uint32))
+
+
+def _traced_threefry_key(rng_key: jax.Array) -> bool:
+    """A Threefry key inside a traced program (eager calls keep ``jax.random``: nothing to fuse, nothing to compile)."""
+    return isinstance(rng_key, jax.core.Tracer) and _is_threefry_key(rng_key)

@@ -9,6 +9,7 @@ rebuild the density each step with new parameters.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -17,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.domains import Binary, Domain, Spin
-from ugm_infer.kernels._random import uniform
+from ugm_infer.kernels._random import computed_once, uniform
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.structure import Block
 
 Update = Callable[[jax.Array, dict, Callable], dict]
@@ -103,6 +105,15 @@ def block_uniforms(rng_key: jax.Array, shape: tuple, factor: int, dtype=jnp.floa
     return jnp.broadcast_to(u[:, None], (num, factor)).reshape(-1)[:size].reshape(shape)
 
 
+_COMPUTED_ONCE_SIZE = 256  # sites per chain from which a block's draw is computed once (kernels._random.computed_once)
+
+
+def _draw(domain: Domain, factor: int, dtype, logit: jax.Array, rng_key: jax.Array) -> jax.Array:
+    """Heat-bath values of a binary/spin block from its log-odds: one uniform against ``sigmoid(logit)`` per site."""
+    up = block_uniforms(rng_key, logit.shape, factor, logit.dtype) < jax.nn.sigmoid(logit)
+    return up.astype(dtype) if isinstance(domain, Binary) else jnp.where(up, 1, -1).astype(dtype)
+
+
 def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
     """Heat-bath update of a block from one gradient (binary/spin energies, ``model.multilinear``).
 
@@ -151,16 +162,11 @@ def gradient_block_update(block: Block, variables: dict[str, Domain]) -> Update:
             logits = {n: site_logits[n] for n in names}
         else:
             logits = _gradient_logits(position, logdensity_fn)
-        keys = jax.random.split(rng_key, len(names)) if len(names) > 1 else [rng_key]
+        keys = split_key(rng_key, len(names)) if len(names) > 1 else [rng_key]
         new_position = dict(position)
         for key, n in zip(keys, names):
-            dtype = position[n].dtype
-            logit = logits[n]
-            up = block_uniforms(key, logit.shape, factors[n], logit.dtype) < jax.nn.sigmoid(logit)
-            if isinstance(variables[n], Binary):
-                new = up.astype(dtype)
-            else:
-                new = jnp.where(up, 1, -1).astype(dtype)
+            draw = functools.partial(_draw, variables[n], factors[n], position[n].dtype)
+            new = computed_once(draw, logits[n], key) if logits[n].size >= _COMPUTED_ONCE_SIZE else draw(logits[n], key)
             new_position[n] = new if full[n] else jnp.where(masks[n], new, position[n])
         return new_position
 
@@ -197,7 +203,7 @@ def enumeration_block_update(block: Block, variables: dict[str, Domain], batch_s
     indices = {n: jnp.asarray(block.indices[n]) for n in names}
 
     def update(rng_key, position, logdensity_fn):
-        keys = jax.random.split(rng_key, len(names))
+        keys = split_key(rng_key, len(names))
         new_position = dict(position)
         for key, n in zip(keys, names):
             domain = variables[n]
@@ -258,7 +264,7 @@ def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradi
         relaxed = {n: jnp.where(masks[n], jnp.float32(midpoints[n]), position[n].astype(jnp.float32)) for n in names}
         grads = jax.grad(lambda r: logdensity_fn({**position, **r}))(relaxed)
         new_position = dict(position)
-        for k, n in zip(jax.random.split(key, len(names)), names):
+        for k, n in zip(split_key(key, len(names)), names):
             dtype = position[n].dtype
             logit = grads[n] if isinstance(variables[n], Binary) else 2.0 * grads[n]
             up = block_uniforms(k, logit.shape, factors[n], logit.dtype) < jax.nn.sigmoid(logit)
@@ -269,7 +275,7 @@ def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradi
     def body_enumeration(logdensity_fn, position, inputs):
         key, indices = inputs
         new_position = dict(position)
-        for k, n in zip(jax.random.split(key, len(names)), names):
+        for k, n in zip(split_key(key, len(names)), names):
             domain = variables[n]
             idx = indices[n]
             safe = jnp.minimum(idx, domain.size - 1)
@@ -287,7 +293,7 @@ def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradi
     body = body_gradient if gradient else body_enumeration
 
     def sweep(rng_key, position, logdensity_fn, reverse: bool = False):
-        inputs = (jax.random.split(rng_key, num_blocks), scanned)
+        inputs = (split_key(rng_key, num_blocks), scanned)
         position, _ = jax.lax.scan(lambda p, x: body(logdensity_fn, p, x), position, inputs, reverse=reverse)
         return position
 
@@ -315,7 +321,7 @@ def systematic_scan(variables: dict[str, Domain], site_fn, reverse: bool = False
     runs = site_sequence(variables, reverse)
 
     def sweep(rng_key, carry):
-        keys = jax.random.split(rng_key, len(runs))
+        keys = split_key(rng_key, len(runs))
         for key, (n, idx) in zip(keys, runs):
             domain = variables[n]
 
@@ -323,7 +329,7 @@ def systematic_scan(variables: dict[str, Domain], site_fn, reverse: bool = False
                 i, k = inp
                 return site_fn(k, c, n, domain, i), None
 
-            carry, _ = jax.lax.scan(body, carry, (jnp.asarray(idx), jax.random.split(key, len(idx))))
+            carry, _ = jax.lax.scan(body, carry, (jnp.asarray(idx), split_key(key, len(idx))))
         return carry
 
     return sweep
@@ -399,7 +405,7 @@ def random_scan(variables: dict[str, Domain], site_fn, num_updates: int, global_
     sites = GlobalSites.build(variables) if (global_fn is not None and len(names) > 1) else None
 
     def sweep(rng_key, carry):
-        key_sites, key_updates = jax.random.split(rng_key)
+        key_sites, key_updates = split_key(rng_key)
         chosen = jax.random.randint(key_sites, (num_updates,), 0, total)
         branches = [(lambda k, c, i, n=n: site_fn(k, c, n, variables[n], i)) for n in names]
 
@@ -411,7 +417,7 @@ def random_scan(variables: dict[str, Domain], site_fn, num_updates: int, global_
                 return branches[0](k, c, local[site]), None
             return jax.lax.switch(owner[site], branches, k, c, local[site]), None
 
-        carry, _ = jax.lax.scan(body, carry, (chosen, jax.random.split(key_updates, num_updates)))
+        carry, _ = jax.lax.scan(body, carry, (chosen, split_key(key_updates, num_updates)))
         return carry
 
     return sweep

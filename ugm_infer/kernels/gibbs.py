@@ -64,6 +64,7 @@ from ugm_infer.kernels._common import (
     resolve_structure,
     validate_position,
 )
+from ugm_infer.kernels._random import split as split_key
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -186,7 +187,7 @@ def _block_sweep(model, reverse: bool):
         updates = updates[::-1]
 
     def sweep(rng_key, position, logdensity_fn):
-        keys = jax.random.split(rng_key, len(updates))
+        keys = split_key(rng_key, len(updates))
         for key, update in zip(keys, updates):
             position = update(key, position, logdensity_fn)
         return position
@@ -221,7 +222,7 @@ class _PairwiseSweep:
     def __call__(self, rng_key, position, logdensity_fn):
         if len(self.updates) == 1:
             return self.updates[0](rng_key, position, logdensity_fn)
-        keys = jax.random.split(rng_key, len(self.updates))
+        keys = split_key(rng_key, len(self.updates))
         for key, update in zip(keys, self.updates):
             position = update(key, position, logdensity_fn)
         return position
@@ -284,9 +285,7 @@ def build_kernel(
     def run(rng_key, start, logdensity_fn):
         if num_sweeps == 1:
             return sweep(rng_key, start, logdensity_fn)
-        position, _ = jax.lax.scan(
-            lambda p, k: (sweep(k, p, logdensity_fn), None), start, jax.random.split(rng_key, num_sweeps)
-        )
+        position, _ = jax.lax.scan(lambda p, k: (sweep(k, p, logdensity_fn), None), start, split_key(rng_key, num_sweeps))
         return position
 
     def run_lattice(rng_key, layout, words, logdensity_fn, chains_last=False):

@@ -39,6 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.kernels._common import resolve_logdensity
+from ugm_infer.kernels._random import fold_in as fold_in_key
+from ugm_infer.kernels._random import split as split_key
 
 # the modules, not the same-named API objects that ugm_infer.kernels exports
 pt = importlib.import_module("ugm_infer.kernels.parallel_tempering")
@@ -126,7 +128,7 @@ def adapt_ladder(
     history, rejections, acceptances = [ladder.copy()], [], []
     state = None
     for round_index in range(num_rounds):
-        key = jax.random.fold_in(rng_key, round_index)
+        key = fold_in_key(rng_key, round_index)
         if method == "parallel_tempering":
             kernel = pt.build_kernel(model, ladder, base_kernel=base_kernel, base_init=base_init, params=params)
             if state is None:
@@ -152,14 +154,14 @@ def _run_round(key, kernel, state, logdensity_fn, num_steps, num_chains, method)
         step = jax.vmap(kernel, in_axes=(0, 0, None))
 
         def body(state, k):
-            state, info = step(jax.random.split(k, num_chains), state, logdensity_fn)
+            state, info = step(split_key(k, num_chains), state, logdensity_fn)
             if method == "parallel_tempering":
                 stats = (info.swap_acceptance, info.swap_attempted.astype(jnp.float32))
             else:
                 stats = (info.log_ratio_terms, info.acceptance_probability)
             return state, stats
 
-        state, (a, b) = jax.lax.scan(body, state, jax.random.split(key, num_steps))
+        state, (a, b) = jax.lax.scan(body, state, split_key(key, num_steps))
         if method == "parallel_tempering":
             per_pair = a.sum((0, 1)) / jnp.maximum(b.sum((0, 1)), 1.0)
             return state, 1.0 - per_pair, jnp.mean(per_pair)

@@ -29,6 +29,7 @@ from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import _updates
 from ugm_infer.kernels._common import check_initial_logdensity, check_model, resolve_logdensity, validate_position
+from ugm_infer.kernels._random import split as split_key
 
 __all__ = ["MetropolisState", "MetropolisInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -74,7 +75,7 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
 
         def site_fn(key, carry, name, domain, i):
             position = carry[0]
-            key_value, key_accept = jax.random.split(key)
+            key_value, key_accept = split_key(key)
             flat = position[name].reshape(-1)
             current = domain.to_index(flat[i])
             shift = jax.random.randint(key_value, (), 1, domain.num_states)
@@ -84,7 +85,7 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
 
         def global_fn(key, carry, sites, g):
             position = carry[0]
-            key_value, key_accept = jax.random.split(key)
+            key_value, key_accept = split_key(key)
             row, k = sites.values[g], sites.num_states[g]
             current = jnp.argmax(row == sites.get(position, g))
             shift = jax.random.randint(key_value, (), 1, k)
@@ -96,7 +97,7 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
         else:
             sweep = _updates.random_scan(variables, site_fn, num_updates=model.num_sites, global_fn=global_fn)
         carry = (state.position, state.logdensity, jnp.zeros((), jnp.int32))
-        keys = jax.random.split(rng_key, num_sweeps)
+        keys = split_key(rng_key, num_sweeps)
         if num_sweeps == 1:
             carry = sweep(keys[0], carry)
         else:

@@ -47,6 +47,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer.kernels._random import fold_in as fold_in_key
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.checkerboard import key_pair, probability_thresholds, threefry2x32
 
 __all__ = ["pack", "unpack", "build_sweep", "build_chain_kernel", "check_lattice", "lane_counts", "energy"]
@@ -286,7 +288,7 @@ def build_sweep(model, early_exit: bool = True, planes_per_draw: int = 1, tail_a
 
     def sweep(rng_key, words, params, beta=1.0):
         table = _thresholds(params["J"], params["h"], beta, spin)
-        k0, k1 = jax.random.split(rng_key)
+        k0, k1 = split_key(rng_key)
         colour0, colour1 = _split_colours(words, odd_rows)
         colour0, n0 = half(k0, colour1, 0, table)
         colour1, n1 = half(k1, colour0, 1, table)
@@ -366,7 +368,7 @@ def build_chain_kernel(model, num_sweeps: int = 1):
         params = {"J": J, "h": h}
 
         def body(i, words):
-            key = jax.random.fold_in(jax.random.wrap_key_data(key_data), i)
+            key = fold_in_key(jax.random.wrap_key_data(key_data), i)
             return sweep(key, words, params, beta)[0]
 
         words = jax.lax.fori_loop(0, num_sweeps, body, words)

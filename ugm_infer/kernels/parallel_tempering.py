@@ -40,6 +40,7 @@ import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels._common import is_concrete, resolve_logdensity, temper
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.kernels.tempered_transitions import check_ladder
@@ -148,14 +149,14 @@ def build_kernel(
     pairs = jnp.arange(num - 1)
 
     def kernel(rng_key, state: ParallelTemperingState, logdensity_fn: Callable):
-        key_move, key_swap = jax.random.split(rng_key)
+        key_move, key_swap = split_key(rng_key)
 
         def move(key, position, beta):
             tempered = temper(logdensity_fn, beta)
             new_state, _ = base_kernel(key, base_init(position, tempered), tempered)
             return new_state.position
 
-        position = jax.vmap(move)(jax.random.split(key_move, num), state.position, ladder)
+        position = jax.vmap(move)(split_key(key_move, num), state.position, ladder)
         log_p = jax.vmap(logdensity_fn)(position)
         # attempted pairs alternate: even pairs on even steps, odd pairs on odd steps
         attempted = (pairs % 2) == (state.step % 2)

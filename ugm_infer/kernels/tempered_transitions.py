@@ -45,6 +45,7 @@ import numpy as np
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels._common import resolve_logdensity, temper, validate_position
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 
@@ -170,7 +171,7 @@ def build_kernel(
     down_gaps = (ladder[1:] - ladder[:-1])[::-1]
 
     def kernel(rng_key, state: TemperedTransitionsState, logdensity_fn: Callable):
-        key_down, key_up, key_accept = jax.random.split(rng_key, 3)
+        key_down, key_up, key_accept = split_key(rng_key, 3)
 
         def move(op, key, position, beta):
             tempered = temper(logdensity_fn, beta)
@@ -182,7 +183,7 @@ def build_kernel(
             entering = logdensity_fn(position)  # log p*(x^_{s+1}): the state entering beta_s
             return move(forward, key, position, beta), entering
 
-        bottom, log_p_down = jax.lax.scan(down, state.position, (down_betas, jax.random.split(key_down, len(down_betas))))
+        bottom, log_p_down = jax.lax.scan(down, state.position, (down_betas, split_key(key_down, len(down_betas))))
 
         def up(position, inp):
             beta, key = inp
@@ -190,7 +191,7 @@ def build_kernel(
             return new, logdensity_fn(new)  # log p*(x~_{s+1}): the state leaving beta_s
 
         up_betas = down_betas[::-1]
-        proposal, log_p_up = jax.lax.scan(up, bottom, (up_betas, jax.random.split(key_up, len(up_betas))))
+        proposal, log_p_up = jax.lax.scan(up, bottom, (up_betas, split_key(key_up, len(up_betas))))
         # align: log_p_up[k] belongs to temperature up_betas[k] = down_betas[S-1-k]
         terms = (down_gaps * (log_p_up[::-1] - log_p_down))[::-1]  # ordered like betas[:-1]
         log_ratio = jnp.sum(terms)

@@ -81,6 +81,7 @@ import numpy as np
 import optax
 
 from ugm_infer.kernels import gibbs
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.latent import mean_field
 from ugm_infer.learn.base import Learner, apply_ascent, check_positive_int, global_norm, is_concrete
 from ugm_infer.learn.particles import advance, gibbs_builder, initial_particles
@@ -331,9 +332,9 @@ def _init(cfg: _Config, rng_key, params, data) -> APCDState:
     cfg.chains.get(params)
     _, row_to_unique, table = _build_table(model, s.visible, data)
     num = int(table[0].shape[0])
-    key_particles, key_chains = jax.random.split(rng_key)
+    key_particles, key_chains = split_key(rng_key)
     particles = initial_particles(model, key_particles, s.num_particles, s.init_particles)
-    keys = jax.random.split(key_chains, len(cfg.latent))
+    keys = split_key(key_chains, len(cfg.latent))
     latent_chains = {n: model.variables[n].random(k, (num, cfg.num_chains)) for k, n in zip(keys, cfg.latent)}
     return APCDState(
         params,
@@ -352,7 +353,7 @@ def _step(cfg: _Config, rng_key, state: APCDState, batch, index) -> tuple[APCDSt
     """One update: the model chains move (M step, model term), the batch's E step (data term), one optax step."""
     s, model = cfg.s, cfg.s.model
     ids = _row_ids(model, s.visible, state, batch, index)
-    key_negative, key_positive = jax.random.split(rng_key)
+    key_negative, key_positive = split_key(rng_key)
     params = state.params
     frozen = jax.lax.stop_gradient(params)
     # M step, model term: the persistent chains take a transition at theta_t
@@ -391,7 +392,7 @@ def _data_term(cfg: _Config, rng_key, state: APCDState, params, batch, ids) -> t
 def _e_step(cfg: _Config, rng_key, state: APCDState, params, batch, ids, mf_means) -> _EStep:
     """Advance the batch's latent chains at :math:`\\theta_t` and move their running estimates by :math:`a(k)`."""
     model, latent, stats = cfg.s.model, cfg.latent, cfg.stats
-    key_move, key_mf = jax.random.split(rng_key)
+    key_move, key_mf = split_key(rng_key)
     hs = {n: state.latent_chains[n][ids] for n in latent}  # (B, M, ...)
     if mf_means is not None:  # H-APCD: a first visit starts from a draw of q_MF(h | v)
         hs = _start_from_mean_field(model, key_mf, hs, mf_means, state.visits[ids] == 0)
@@ -486,11 +487,11 @@ def _latent_chains(model, visible, latent_kernel: Any, num_latent_steps: int) ->
             def body(ks, k):
                 return kernel_fn(k, ks, logdensity)[0], None
 
-            ks, _ = jax.lax.scan(body, init_fn(h, logdensity), jax.random.split(key, repeats))
+            ks, _ = jax.lax.scan(body, init_fn(h, logdensity), split_key(key, repeats))
             return ks.position
 
         size, num_chains = jax.tree.leaves(hs)[0].shape[:2]
-        keys = jax.random.split(rng_key, size * num_chains).reshape(size, num_chains)
+        keys = split_key(rng_key, size * num_chains).reshape(size, num_chains)
         return jax.vmap(lambda ks, v, h: jax.vmap(lambda k, hh: move_one(k, v, hh))(ks, h))(keys, batch, hs)
 
     if model.has_structure:
@@ -610,7 +611,7 @@ def _start_from_mean_field(model, rng_key, hs: dict, means: dict, first: jax.Arr
     """Chains of data visited for the first time restart from a draw of :math:`q_{MF}(h \\mid v)`."""
     out = {}
     size = first.shape[0]
-    for n, key in zip(hs, jax.random.split(rng_key, len(hs))):
+    for n, key in zip(hs, split_key(rng_key, len(hs))):
         mu = means[n][:, None]
         u = jax.random.uniform(key, hs[n].shape, mu.dtype)
         if model.variables[n].values[0] < 0:  # spins: E[s] = mu -> p(+1) = (1 + mu) / 2

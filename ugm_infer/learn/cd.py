@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.learn.base import Learner, check_positive_int, global_norm
 from ugm_infer.learn.particles import advance
 from ugm_infer.learn.phases import _latent_sampler, latent_names, resolve_negative_phase
@@ -113,7 +114,7 @@ def cd(
         return {n: x0[n] for n in model.variables}
 
     def step(rng_key, state: CDState, batch) -> tuple[CDState, CDInfo]:
-        key_latent, key_chain, key_positive = jax.random.split(rng_key, 3)
+        key_latent, key_chain, key_positive = split_key(rng_key, 3)
         params = state.params
         x0 = chains_from_data(key_latent, params, batch)
         x_k, kernel_info = advance(s.kernel, key_chain, x0, model.logdensity_fn(jax.lax.stop_gradient(params)), params, k)

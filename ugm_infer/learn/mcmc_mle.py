@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.learn.base import Learner, check_nonnegative_float, check_positive_int, global_norm
 from ugm_infer.learn.particles import ess_of, maybe_advance, normalize_log_weights
 from ugm_infer.learn.phases import weighted_negative_phase
@@ -143,7 +144,7 @@ def mcmc_mle(
         )
 
     def step(rng_key, state: MCMCMLEState, batch) -> tuple[MCMCMLEState, MCMCMLEInfo]:
-        key_move, key_positive = jax.random.split(rng_key)
+        key_move, key_positive = split_key(rng_key)
         params = state.params
         fixed = jax.lax.stop_gradient(params)
         due = state.resample_due

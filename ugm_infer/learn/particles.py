@@ -55,6 +55,7 @@ from blackjax.smc import ess as smc_ess
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels import gibbs
 from ugm_infer.kernels._common import chains_first, chains_last
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import SCANS
 from ugm_infer.learn.base import check_nonnegative_int, check_positive_int, is_concrete
 
@@ -245,7 +246,7 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
     """
     init_fn, kernel_fn = kernel.get(params)
     num_chains = jax.tree.leaves(positions)[0].shape[0]
-    keys = jax.random.split(rng_key, num_chains)
+    keys = split_key(rng_key, num_chains)
     states = jax.vmap(lambda position: init_fn(position, logdensity_fn))(positions)
     if not hasattr(type(states), "position") and not hasattr(states, "position"):
         raise TypeError(f"the kernel state {type(states).__name__} has no `.position`; learners read the particles from it")
@@ -257,7 +258,7 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
         states, info = step(keys, states)
         infos = jax.tree.map(lambda x: jnp.asarray(x)[None], info)
     else:  # each chain splits its key into its steps' keys
-        step_keys = jnp.swapaxes(jax.vmap(lambda key: jax.random.split(key, num_steps))(keys), 0, 1)
+        step_keys = jnp.swapaxes(jax.vmap(lambda key: split_key(key, num_steps))(keys), 0, 1)
         states, infos = jax.lax.scan(lambda s, k: step(k, s), states, step_keys)
     positions = jax.vmap(lambda state: state.position)(chains_first(states) if axis else states)
     return positions, _mean_over_steps(infos)
@@ -274,10 +275,10 @@ def advance_persistent(kernel: Persistent, rng_key, kernel_states, logdensity_fn
         def body(ks, key_step):
             return kernel.step(key_step, ks, logdensity_fn)
 
-        kernel_state, infos = jax.lax.scan(body, kernel_state, jax.random.split(key, num_steps))
+        kernel_state, infos = jax.lax.scan(body, kernel_state, split_key(key, num_steps))
         return kernel_state, _mean_over_steps(infos)
 
-    kernel_states, infos = jax.vmap(one_chain)(jax.random.split(rng_key, num), kernel_states)
+    kernel_states, infos = jax.vmap(one_chain)(split_key(rng_key, num), kernel_states)
     return jax.vmap(kernel.sample)(kernel_states), infos, kernel_states
 
 

@@ -52,6 +52,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ugm_infer.kernels._random import fold_in as fold_in_key
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.learn.base import (
     Learner,
     check_bool,
@@ -226,7 +228,7 @@ def _init(s, config: _Config, unit_weights: bool, rng_key, params, data) -> PFSt
     else:
         if s.init_particles is None:
             # uniform draws are draws of p(x; theta_0) only for a flat theta_0: move them first
-            key_burnin = jax.random.fold_in(fresh.particle_key, 1)
+            key_burnin = fold_in_key(fresh.particle_key, 1)
             logdensity_fn = s.model.logdensity_fn(params)
             particles, _ = advance(s.kernel, key_burnin, particles, logdensity_fn, params, config.num_burnin_steps)
         log_w = uniform_log_weights(s.num_particles)
@@ -243,7 +245,7 @@ def _pcd_step(s, config: _Config, negative: Callable) -> Callable:
     model = s.model
 
     def step(rng_key, state: PFState, batch) -> tuple[PFState, PFInfo]:
-        key_move, key_positive = jax.random.split(rng_key)
+        key_move, key_positive = split_key(rng_key)
         params = state.params
         fixed = jax.lax.stop_gradient(params)
         logdensity_fn = model.logdensity_fn(fixed)
@@ -285,8 +287,8 @@ def _pf_step(s, config: _Config, weighted: Callable) -> Callable:
     model, num_particles = s.model, s.num_particles
 
     def step(rng_key, state: PFState, batch) -> tuple[PFState, PFInfo]:
-        key_move, key_positive = jax.random.split(rng_key)
-        key_resample = jax.random.fold_in(key_move, 1)
+        key_move, key_positive = split_key(rng_key)
+        key_resample = fold_in_key(key_move, 1)
         params = state.params
         fixed = jax.lax.stop_gradient(params)
         logdensity_fn = model.logdensity_fn(fixed)

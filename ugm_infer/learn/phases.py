@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from ugm_infer.kernels import gibbs
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.latent import conditional_model, latent_names, resolve_visible
 from ugm_infer.learn.base import check_positive_int, is_concrete
 
@@ -137,8 +138,8 @@ def _latent_sampler(model, visible: tuple[str, ...], scan: str, num_sweeps: int)
         size = jax.tree.leaves(batch)[0].shape[0]
 
         def one(key, v):
-            key_init, key_sweep = jax.random.split(key)
-            keys = jax.random.split(key_init, len(latent))
+            key_init, key_sweep = split_key(key)
+            keys = split_key(key_init, len(latent))
             h = {n: model.variables[n].random(k) for k, n in zip(keys, latent)}
 
             def logdensity(h):
@@ -147,7 +148,7 @@ def _latent_sampler(model, visible: tuple[str, ...], scan: str, num_sweeps: int)
             state, _ = kernel(key_sweep, gibbs.init(h, logdensity), logdensity)
             return state.position
 
-        return jax.vmap(one)(jax.random.split(rng_key, size), batch)
+        return jax.vmap(one)(split_key(rng_key, size), batch)
 
     return get, sample
 
@@ -184,7 +185,7 @@ def mc_positive_phase(
         return ()
 
     def update(rng_key, params, batch, aux_state):
-        keys = jax.random.split(rng_key, num_samples)
+        keys = split_key(rng_key, num_samples)
         hs = jax.vmap(lambda k: sample(k, params, batch))(keys)  # (num_samples, batch, ...)
         full = {**jax.tree.map(lambda x: jnp.broadcast_to(x, (num_samples,) + x.shape), batch), **hs}
         full = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), full)

@@ -83,6 +83,8 @@ import blackjax
 import jax
 import jax.numpy as jnp
 
+from ugm_infer.kernels._random import fold_in as fold_in_key
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.learn.base import Learner, check_fraction, check_positive_int, global_norm
 from ugm_infer.learn.particles import (
     ess_of,
@@ -224,11 +226,11 @@ def psmc(
         particles = fresh.particles
         if s.init_particles is None:  # draws of p(x; theta_0) for the first gradient: tempered from the uniform
             params0 = jax.lax.stop_gradient(params)
-            particles = from_uniform(jax.random.fold_in(fresh.particle_key, 1), particles, params0, params0)[0]
+            particles = from_uniform(fold_in_key(fresh.particle_key, 1), particles, params0, params0)[0]
         return PSMCState(params, fresh.opt_state, particles, fresh.aux_state, initial_step())
 
     def step(rng_key, state: PSMCState, batch) -> tuple[PSMCState, PSMCInfo]:
-        key_bridges, key_positive, key_reinit, key_slots = jax.random.split(rng_key, 4)
+        key_bridges, key_positive, key_reinit, key_slots = split_key(rng_key, 4)
         params = state.params
         # the gradient at theta_t from the equally weighted particles of p(x; theta_t)
         negative_grad = jax.grad(negative)(params, state.particles)
@@ -285,14 +287,14 @@ def _bridges(s, ess_threshold: float, num_kept: int, max_bridges: int, resample_
 
         def body(carry):
             key, particles, beta, count, min_ess, capped = carry
-            key, key_resample, key_move = jax.random.split(key, 3)
+            key, key_resample, key_move = split_key(key, 3)
             inc = -(model.energies(params_new, particles) - base * model.energies(params_old, particles))
             remaining = 1.0 - beta
             last = count + 1 >= max_bridges
             delta = jnp.where(last, remaining, _bisect(lambda d: jnp.all(group_ess(inc, d) >= ess_threshold), remaining))
             new_beta = jnp.where(delta >= remaining, 1.0, beta + delta)
             ess = group_ess(inc, delta)
-            keys = jax.random.split(key_resample, len(groups))
+            keys = split_key(key_resample, len(groups))
             idx = [
                 a + resample_fn(k, jnp.exp(normalize_log_weights(delta * inc[a:b])), b - a)
                 for k, (a, b) in zip(keys, groups, strict=False)
@@ -306,7 +308,7 @@ def _bridges(s, ess_threshold: float, num_kept: int, max_bridges: int, resample_
 
                 return kernel_fn(key, init_fn(x, logdensity), logdensity)[0].position
 
-            particles = jax.vmap(move)(jax.random.split(key_move, num_particles), particles, base)
+            particles = jax.vmap(move)(split_key(key_move, num_particles), particles, base)
             capped = capped | (last & jnp.any(ess < ess_threshold))
             return key, particles, new_beta, count + 1, jnp.minimum(min_ess, num_particles * jnp.min(ess)), capped
 
@@ -398,7 +400,7 @@ def smc_learner(
             target_ess=ess_threshold,
             num_mcmc_steps=num_mcmc_steps,
         )
-        key_init, key_run = jax.random.split(rng_key)
+        key_init, key_run = split_key(rng_key)
         smc_state = smc.init(model.random_state(key_init, s.num_particles))
         smc_state = smc_state._replace(tempering_param=jnp.asarray(smc_state.tempering_param, jnp.float32))
 
@@ -407,7 +409,7 @@ def smc_learner(
 
         def body(carry):
             key, st, count, log_z = carry
-            key, sub = jax.random.split(key)
+            key, sub = split_key(key)
             st, info = smc.step(sub, st)
             return key, st, count + 1, log_z + info.log_likelihood_increment
 
@@ -415,7 +417,7 @@ def smc_learner(
         return st.particles, st.weights, count, log_z + log_num_states, st.tempering_param < 1.0
 
     def step(rng_key, state: SMCLearnerState, batch) -> tuple[SMCLearnerState, SMCLearnerInfo]:
-        key_smc, key_positive = jax.random.split(rng_key)
+        key_smc, key_positive = split_key(rng_key)
         params = state.params
         particles, weights, count, log_z, capped = run_smc(key_smc, jax.lax.stop_gradient(params))
         log_w = normalize_log_weights(jnp.log(weights))

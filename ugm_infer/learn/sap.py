@@ -57,6 +57,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.learn.base import Learner, check_model, check_positive_int, global_norm
 from ugm_infer.learn.particles import (
     Alternate,
@@ -180,7 +181,7 @@ def _init(s, mover: _Mover, rng_key, params, data) -> SAPState:
 
 def _step(s, mover: _Mover, negative: Callable, rng_key, state: SAPState, batch) -> tuple[SAPState, SAPInfo]:
     """One SAP update (Salakhutdinov 2009, Algorithm 1)."""
-    key_negative, key_positive = jax.random.split(rng_key)
+    key_negative, key_positive = split_key(rng_key)
     params = state.params
     # 1. x_{t+1} ~ T_theta_t(x_t, .): move the particles at the current parameters
     logdensity_fn = s.model.logdensity_fn(jax.lax.stop_gradient(params))
@@ -240,7 +241,7 @@ def _alternate_mover(model, alternate: Alternate, s, num_steps: int) -> _Mover:
 
     def move(rng_key, state, logdensity_fn):
         params = state.params
-        key_extra, key_base = jax.random.split(rng_key)
+        key_extra, key_base = split_key(rng_key)
         due = (state.step >= first) & ((state.step - first) % every == 0)
         particles, extra_info = run_if(
             due, lambda p: advance(extra, key_extra, p, logdensity_fn, params, 1), state.particles

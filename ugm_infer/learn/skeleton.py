@@ -42,7 +42,7 @@ A persistent-particle learner in full (PCD-k, as :func:`~ugm_infer.learn.sap` do
             return MyState(params, fresh.opt_state, fresh.particles, fresh.aux_state, initial_step())
 
         def step(rng_key, state, batch):
-            key_move, key_data = jax.random.split(rng_key)
+            key_move, key_data = split_key(rng_key)
             logdensity_fn = model.logdensity_fn(jax.lax.stop_gradient(state.params))
             particles, _ = advance(s.kernel, key_move, state.particles, logdensity_fn, state.params, 1)
             new = ascend(s, key_data, state.params, state.opt_state, state.aux_state, batch,
@@ -69,6 +69,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.learn.base import (
     Learner,
     apply_ascent,
@@ -391,7 +392,7 @@ def start(s: Setup, rng_key: jax.Array, params: Any, data: Any) -> Start:
     if s.num_particles is None:
         particles, key_particles, key_aux = None, None, rng_key
     else:
-        key_particles, key_aux = jax.random.split(rng_key)
+        key_particles, key_aux = split_key(rng_key)
         particles = initial_particles(s.model, key_particles, s.num_particles, s.init_particles)
     aux_state = () if s.positive is None else s.positive.init(key_aux, params, data)
     return Start(particles, aux_state, s.optimizer.init(params), key_particles)

@@ -71,6 +71,7 @@ import numpy as np
 from ugm_infer.domains import Binary, Domain, Spin
 from ugm_infer.exact import _as_float, single_site_deltas
 from ugm_infer.kernels._common import is_concrete, resolve_structure
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels._updates import SiteLogitsLogDensity
 from ugm_infer.kernels.pairwise import CouplingLogDensity
 
@@ -354,7 +355,7 @@ def bridge_logdensity(
 
 def sample_base(rng_key: jax.Array, variables: Mapping[str, Domain], log_probs: Mapping, num: int) -> dict:
     """``num`` independent draws from the base: ``{name: (num, *shape)}``."""
-    keys = jax.random.split(rng_key, len(log_probs))
+    keys = split_key(rng_key, len(log_probs))
     out = {}
     for key, (n, lp) in zip(keys, log_probs.items()):
         d = variables[n]

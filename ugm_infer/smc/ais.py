@@ -73,6 +73,8 @@ from jax.scipy.special import xlogy
 
 from ugm_infer.kernels import checkerboard, potts_lattice
 from ugm_infer.kernels._common import chains_first, chains_last
+from ugm_infer.kernels._random import fold_in as fold_in_key
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.latent import conditional_model, mean_field
@@ -284,12 +286,12 @@ def _build_run(
                 return (b - a) * (-_paths._as_float(energy) - uniform_log_base)
             return jax.vmap(lambda state: increment(state.position, a, b), in_axes=axis)(states)
 
-        key_latent, key_runs = jax.random.split(rng_key)
+        key_latent, key_runs = split_key(rng_key)
         x = {n: x_init[n] for n in names}
         if latent is not None:
             x[latent] = variables[latent].random(key_latent, (num_runs,))
         x = {n: x[n] for n in variables}
-        keys = jax.random.split(key_runs, num_runs)
+        keys = split_key(key_runs, num_runs)
         # the runs stay in the kernel's own layout (a lattice's sub-lattices, many runs with the chains last)
         # along the path: converting configurations in and out of it at every step costs many sweeps
         states = jax.vmap(lambda xx: gibbs_init(xx, joint_logdensity(betas[0])))(x)
@@ -300,7 +302,7 @@ def _build_run(
             states, total, comp = carry
             a, b, k = inp
             total, comp = _kahan_add(total, comp, increments(states, axis, a, b))
-            states, _ = move(jax.vmap(lambda kk: jax.random.fold_in(kk, k))(keys), states, b)
+            states, _ = move(jax.vmap(lambda kk: fold_in_key(kk, k))(keys), states, b)
             return (states, total, comp), None
 
         zero = jnp.zeros((num_runs,), betas.dtype)  # float32, or float64 with x64 and float64 params
@@ -454,7 +456,7 @@ def ais(
     model, latent, method, names, log_probs, num_sweeps, dtype = _prepare(
         model, params, base, data, pseudo_count, analytic, num_sweeps
     )
-    key_init, key_run = jax.random.split(rng_key)
+    key_init, key_run = split_key(rng_key)
     x_init = _paths.sample_base(key_init, model.variables, {n: log_probs[n] for n in names}, num_runs)
     run = _anneal(model, latent, method, num_sweeps, num_runs, reverse=False, uniform_base=_paths.is_uniform_base(log_probs))
     return run(key_run, params, log_probs, betas, dtype, x_init)
@@ -672,7 +674,7 @@ def _conditional_ais_fn(model, visible, params, v0, num_runs, num_sweeps, analyt
     run = _build_run(cond, latent, method, num_sweeps, num_runs, uniform_base=True)
 
     def one(key, params, v, betas):
-        key_init, key_run = jax.random.split(key)
+        key_init, key_run = split_key(key)
         x_init = _paths.sample_base(key_init, cond.variables, {n: log_probs[n] for n in names}, num_runs)
         _, log_w = run(key_run, (params, v), log_probs, betas, x_init)
         return log_mean_exp_and_se(log_w)
@@ -779,7 +781,7 @@ def ais_latent_log_likelihood(
     if mean_field_kwargs is not None and estimator != "mean_field":
         raise ValueError("`mean_field_kwargs` only applies to estimator='mean_field'")
     model = _paths.resolve_structure(model, params)
-    key_z, key_v = jax.random.split(rng_key)
+    key_z, key_v = split_key(rng_key)
     batches = [{n: x[s : s + batch_size] for n, x in observed.items()} for s in range(0, num, batch_size)]
     if estimator == "mean_field":
         if not model.multilinear:
@@ -801,7 +803,7 @@ def ais_latent_log_likelihood(
             ("cond_ais", visible, conditional_runs, num_sweeps),
             lambda: _conditional_ais_fn(model, visible, params, v0, conditional_runs, num_sweeps, "auto"),
         )
-        keys = jax.random.split(key_v, num)
+        keys = split_key(key_v, num)
         outs = [fn(keys[s : s + batch_size], params, b, betas) for s, b in zip(range(0, num, batch_size), batches)]
         log_z_v = jnp.concatenate([o[0] for o in outs])
         log_z_v_se = jnp.concatenate([o[1] for o in outs])

@@ -35,6 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.kernels import multispin
+from ugm_infer.kernels._random import fold_in as fold_in_key
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.smc import _paths
 from ugm_infer.smc.ais import AISResult, _finish, _kahan_add, _resolve_betas
 from ugm_infer.smc.tempered import _cache
@@ -49,7 +51,7 @@ def _build_run(model: Any, num_sweeps: int, num_groups: int):
     log_base = float(num_sites * np.log(2.0))  # -log p_0(s) for the uniform base
 
     def run(rng_key, params, betas, num_runs):
-        key_init, key_run = jax.random.split(rng_key)
+        key_init, key_run = split_key(rng_key)
         # uniform random bits: every lane of every site is +1 / -1 (1 / 0) with probability 1/2
         words = jax.random.bits(key_init, (num_groups, model.height, model.width), jnp.uint32)
 
@@ -58,9 +60,9 @@ def _build_run(model: Any, num_sweeps: int, num_groups: int):
             a, b, k = inp
             increment = (b - a) * (log_base - multispin.energy(words, params, domain))
             total, comp = _kahan_add(total, comp, increment)
-            key = jax.random.fold_in(key_run, k)
+            key = fold_in_key(key_run, k)
             for i in range(num_sweeps):
-                words, _ = sweep(jax.random.fold_in(key, i), words, params, b)
+                words, _ = sweep(fold_in_key(key, i), words, params, b)
             return (words, total, comp), jnp.var(total[:num_runs])
 
         zero = jnp.zeros((num_groups * multispin.LANES,), betas.dtype)

@@ -53,6 +53,7 @@ from blackjax.smc.tempered import build_kernel as _fixed_kernel
 
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels._common import resolve_structure
+from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.smc import _paths
@@ -245,9 +246,7 @@ def _run_fixed(key, state, schedule, hist, smc_kernel, place, settings, move_par
 
     n = settings.num_slots
     zero = jnp.zeros((), schedule.dtype)
-    (state, log_z, hist), _ = jax.lax.scan(
-        body, (state, zero, hist), (jax.random.split(key, n), schedule[1:], jnp.arange(n))
-    )
+    (state, log_z, hist), _ = jax.lax.scan(body, (state, zero, hist), (split_key(key, n), schedule[1:], jnp.arange(n)))
     return state, log_z, jnp.asarray(n, jnp.int32), hist
 
 
@@ -261,7 +260,7 @@ def _run_adaptive(key, state, hist, smc_kernel, place, settings, move_params):
 
     def body(carry):
         key, state, log_z, i, hist = carry
-        key, key_step = jax.random.split(key)
+        key, key_step = split_key(key)
         state, info = smc_kernel(key_step, state, settings.num_mcmc_steps, move_params(state))
         state = state._replace(tempering_param=state.tempering_param.astype(dtype), particles=place(state.particles))
         return key, state, log_z + info.log_likelihood_increment, i + 1, _record(hist, i, state, info)
@@ -339,7 +338,7 @@ def _build_run(
             )
 
         def one_replicate(key):
-            key_init, key_smc = jax.random.split(key)
+            key_init, key_smc = split_key(key)
             x0 = place(_paths.sample_base(key_init, variables, log_probs, N))
             state = TemperedSMCState({n: x0[n] for n in variables}, jnp.full((N,), 1.0 / N, dtype), jnp.zeros((), dtype))
             nan = jnp.full((settings.num_slots,), jnp.nan, dtype)
@@ -352,7 +351,7 @@ def _build_run(
                 state, log_z, num, hist = _run_adaptive(key_smc, state, hist, smc_kernel, place, settings, move_params)
             return log_z, num, state.tempering_param, hist, state.particles, state.weights
 
-        return jax.vmap(one_replicate)(jax.random.split(rng_key, settings.num_replicates))
+        return jax.vmap(one_replicate)(split_key(rng_key, settings.num_replicates))
 
     return jax.jit(run)
 
