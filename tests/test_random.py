@@ -154,3 +154,40 @@ def test_computed_once_hashes_a_draw_once_for_several_consumers():
     # a gradient through a program that draws: the draw is constant in the logits
     g = jax.grad(lambda lg: jnp.sum(lg * _random.computed_once(draw, lg, key)))(logits)
     np.testing.assert_array_equal(np.asarray(g), np.asarray(draw(logits, key)))
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+def test_categorical_is_jax_random_categorical_bit_for_bit(kind):
+    key = KEYS[kind]()
+    for shape, axis in [((21,), -1), ((500, 21), -1), ((50, 3), 0), ((7, 4, 5), 1), ((1000, 2), -1)]:
+        logits = 3.0 * jax.random.normal(jax.random.key(1), shape)
+        logits = logits.at[(0,) * len(shape)].set(-jnp.inf)  # an impossible state stays impossible
+        want = np.asarray(jax.random.categorical(key, logits, axis))
+        for got in (
+            _random.categorical(key, logits, axis),
+            jax.jit(lambda k, lg, a=axis: _random.categorical(k, lg, a))(key, logits),
+        ):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_categorical_under_vmap_its_frequencies_and_fallbacks():
+    keys = jax.random.split(jax.random.key(0), 64)
+    logits = jax.random.normal(jax.random.key(1), (64, 21))
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(jax.vmap(_random.categorical))(keys, logits)),
+        np.asarray(jax.vmap(jax.random.categorical)(keys, logits)),
+    )
+    # 200,000 draws from (0.5, 0.3, 0.15, 0.05): chi-square with 3 degrees of freedom below its 1e-6 quantile (30.7)
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    n = 200_000
+    draws = jax.jit(lambda k: _random.categorical(k, jnp.broadcast_to(jnp.log(p), (n, 4))))(jax.random.key(7))
+    counts = np.bincount(np.asarray(draws), minlength=4)
+    assert np.sum((counts - n * p) ** 2 / (n * p)) < 30.7
+    key = jax.random.key(2)
+    half = jnp.zeros((6, 3), jnp.float16)
+    np.testing.assert_array_equal(np.asarray(_random.categorical(key, half)), np.asarray(jax.random.categorical(key, half)))
+    rbg = jax.random.key(2, impl="rbg")
+    np.testing.assert_array_equal(
+        np.asarray(_random.categorical(rbg, logits[0])), np.asarray(jax.random.categorical(rbg, logits[0]))
+    )

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["computed_once", "fold_in", "key_pair", "split", "threefry2x32", "uniform"]
+__all__ = ["categorical", "computed_once", "fold_in", "key_pair", "split", "threefry2x32", "uniform"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -181,3 +181,29 @@ def fold_in(rng_key: jax.Array, data) -> jax.Array:
 def _traced_threefry_key(rng_key: jax.Array) -> bool:
     """A Threefry key inside a traced program (eager calls keep ``jax.random``: nothing to fuse, nothing to compile)."""
     return isinstance(rng_key, jax.core.Tracer) and _is_threefry_key(rng_key)
+
+
+_TINY = np.float32(np.finfo(np.float32).tiny)
+
+
+def categorical(rng_key: jax.Array, logits: jax.Array, axis: int = -1) -> jax.Array:
+    """``jax.random.categorical(rng_key, logits, axis)``: the same draws, from the fused uniforms.
+
+    The Gumbel-max draw ``argmax(logits + g)``, ``g = -log(-log(u))`` with ``u`` the
+    uniforms of :func:`uniform` floored at the smallest normal float, as JAX's default
+    (``"low"``) Gumbel mode computes them.  Float32 logits and one Threefry key take the
+    fused path; anything else (and the high-dynamic-range mode) is ``jax.random.categorical``.
+    """
+    logits = jnp.asarray(logits)
+    fused = (
+        _is_threefry_key(rng_key)
+        and logits.dtype == jnp.float32
+        and logits.ndim > 0
+        and jax.config.jax_threefry_partitionable
+        and not jax.config.jax_high_dynamic_range_gumbel
+        and math.prod(logits.shape) < 2**32
+    )
+    if not fused:
+        return jax.random.categorical(rng_key, logits, axis)
+    u = jnp.maximum(_TINY, _fused_uniform(rng_key, logits.shape) + _TINY)  # jax.random's uniform on [tiny, 1)
+    return jnp.argmax(-jnp.log(-jnp.log(u)) + logits, axis=axis)

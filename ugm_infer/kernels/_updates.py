@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.domains import Binary, Domain, Spin
-from ugm_infer.kernels._random import computed_once, uniform
+from ugm_infer.kernels._random import categorical, computed_once, uniform
 from ugm_infer.kernels._random import split as split_key
 from ugm_infer.structure import Block
 
@@ -212,7 +212,7 @@ def enumeration_block_update(block: Block, variables: dict[str, Domain], batch_s
                 indices[n],
                 batch_size=min(batch_size, len(block.indices[n])),
             )
-            choice = jax.random.categorical(key, logits - jnp.max(logits, axis=1, keepdims=True))
+            choice = categorical(key, logits - jnp.max(logits, axis=1, keepdims=True))
             flat = new_position[n].reshape(-1)
             new_position[n] = flat.at[indices[n]].set(_values(domain)[choice]).reshape(domain.shape)
         return new_position
@@ -284,7 +284,7 @@ def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradi
                 safe,
                 batch_size=min(batch_size, width[n]),
             )
-            choice = jax.random.categorical(k, logits - jnp.max(logits, axis=1, keepdims=True))
+            choice = categorical(k, logits - jnp.max(logits, axis=1, keepdims=True))
             flat = new_position[n].reshape(-1)
             flat = flat.at[idx].set(_values(domain)[choice].astype(flat.dtype), mode="drop")
             new_position[n] = flat.reshape(domain.shape)
@@ -311,7 +311,7 @@ def site_sequence(variables: dict[str, Domain], reverse: bool = False) -> list[t
 def heat_bath_site(rng_key, position, name, domain, flat_index, logdensity_fn):
     """Draw one site from its full conditional."""
     logits = _site_logits(position, name, domain, flat_index, logdensity_fn)
-    choice = jax.random.categorical(rng_key, logits - jnp.max(logits))
+    choice = categorical(rng_key, logits - jnp.max(logits))
     flat = position[name].reshape(-1)
     return {**position, name: set_site(flat, flat_index, _values(domain)[choice]).reshape(domain.shape)}
 
@@ -385,7 +385,7 @@ def heat_bath_global(rng_key, position, sites: GlobalSites, site, logdensity_fn)
     row = sites.values[site]
     logits = jax.vmap(lambda v: logdensity_fn(sites.set(position, site, v)))(row)
     logits = jnp.where(jnp.arange(row.shape[0]) < sites.num_states[site], logits, -jnp.inf)
-    choice = jax.random.categorical(rng_key, logits - jnp.max(logits))
+    choice = categorical(rng_key, logits - jnp.max(logits))
     return sites.set(position, site, row[choice])
 
 

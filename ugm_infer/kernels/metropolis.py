@@ -30,6 +30,7 @@ from blackjax.base import SamplingAlgorithm
 from ugm_infer.kernels import _updates
 from ugm_infer.kernels._common import check_initial_logdensity, check_model, resolve_logdensity, validate_position
 from ugm_infer.kernels._random import split as split_key
+from ugm_infer.kernels._random import uniform
 
 __all__ = ["MetropolisState", "MetropolisInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -69,7 +70,7 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
             position, logdensity, accepted = carry
             proposal_logdensity = jnp.asarray(logdensity_fn(proposal), jnp.float32)
             log_ratio = proposal_logdensity - logdensity
-            accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
+            accept = jnp.log(uniform(key_accept)) < log_ratio
             position = jax.tree.map(lambda a, b: jnp.where(accept, a, b), proposal, position)
             return position, jnp.where(accept, proposal_logdensity, logdensity), accepted + accept
 

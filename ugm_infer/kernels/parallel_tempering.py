@@ -41,6 +41,7 @@ from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels._common import is_concrete, resolve_logdensity, temper
 from ugm_infer.kernels._random import split as split_key
+from ugm_infer.kernels._random import uniform
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.kernels.tempered_transitions import check_ladder
@@ -162,7 +163,7 @@ def build_kernel(
         attempted = (pairs % 2) == (state.step % 2)
         log_ratio = (ladder[1:] - ladder[:-1]) * (log_p[:-1] - log_p[1:])
         log_ratio = jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio)
-        log_u = jnp.log(jax.random.uniform(key_swap, (num - 1,)))
+        log_u = jnp.log(uniform(key_swap, (num - 1,)))
         accepted = attempted & (log_u < log_ratio)
         # attempted pairs are disjoint, so the swap is a permutation applied at once
         swap_up = jnp.concatenate([accepted, jnp.zeros(1, bool)])  # slot h takes h+1

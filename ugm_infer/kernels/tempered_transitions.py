@@ -46,6 +46,7 @@ from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels._common import resolve_logdensity, temper, validate_position
 from ugm_infer.kernels._random import split as split_key
+from ugm_infer.kernels._random import uniform
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 
@@ -196,7 +197,7 @@ def build_kernel(
         terms = (down_gaps * (log_p_up[::-1] - log_p_down))[::-1]  # ordered like betas[:-1]
         log_ratio = jnp.sum(terms)
         log_ratio = jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio)
-        accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
+        accept = jnp.log(uniform(key_accept)) < log_ratio
         position = jax.tree.map(lambda a, b: jnp.where(accept, a, b), proposal, state.position)
         info = TemperedTransitionsInfo(jnp.exp(jnp.minimum(log_ratio, 0.0)), accept, log_ratio, terms)
         return TemperedTransitionsState(position), info

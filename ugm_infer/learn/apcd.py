@@ -82,6 +82,7 @@ import optax
 
 from ugm_infer.kernels import gibbs
 from ugm_infer.kernels._random import split as split_key
+from ugm_infer.kernels._random import uniform
 from ugm_infer.latent import mean_field
 from ugm_infer.learn.base import Learner, apply_ascent, check_positive_int, global_norm, is_concrete
 from ugm_infer.learn.particles import advance, gibbs_builder, initial_particles
@@ -613,7 +614,7 @@ def _start_from_mean_field(model, rng_key, hs: dict, means: dict, first: jax.Arr
     size = first.shape[0]
     for n, key in zip(hs, split_key(rng_key, len(hs))):
         mu = means[n][:, None]
-        u = jax.random.uniform(key, hs[n].shape, mu.dtype)
+        u = uniform(key, hs[n].shape, mu.dtype)
         if model.variables[n].values[0] < 0:  # spins: E[s] = mu -> p(+1) = (1 + mu) / 2
             draw = jnp.where(u < (1 + mu) / 2, 1.0, -1.0)
         else:

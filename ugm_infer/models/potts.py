@@ -66,6 +66,7 @@ from blackjax import GenerateSamplingAPI
 from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.domains import Categorical
+from ugm_infer.kernels import _random
 from ugm_infer.kernels.potts_lattice import PottsLogDensity
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (
@@ -456,15 +457,15 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
             return x.at[i].set(new.astype(dtype)), None
 
         def sweep(x, key):
-            key_sites, key_updates = jax.random.split(key)
+            key_sites, key_updates = _random.split(key)
             if scan == "systematic":
                 sites = jnp.arange(n)
             else:
                 sites = jax.random.randint(key_sites, (n,), 0, n)
-            x, _ = jax.lax.scan(update, x, (sites, jax.random.uniform(key_updates, (n,))))
+            x, _ = jax.lax.scan(update, x, (sites, _random.uniform(key_updates, (n,))))
             return x, None
 
-        x, _ = jax.lax.scan(sweep, x0, jax.random.split(rng_key, num_sweeps))
+        x, _ = jax.lax.scan(sweep, x0, _random.split(rng_key, num_sweeps))
         position = dict(state.position)
         position["x"] = x
         return PottsGibbsState(position), PottsGibbsInfo(jnp.sum(x != x0).astype(jnp.int32))
