@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["categorical", "computed_once", "fold_in", "key_pair", "split", "threefry2x32", "uniform"]
+__all__ = ["categorical", "computed_once", "fold_in", "key_pair", "randint", "split", "threefry2x32", "uniform"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -207,3 +207,40 @@ def categorical(rng_key: jax.Array, logits: jax.Array, axis: int = -1) -> jax.Ar
         return jax.random.categorical(rng_key, logits, axis)
     u = jnp.maximum(_TINY, _fused_uniform(rng_key, logits.shape) + _TINY)  # jax.random's uniform on [tiny, 1)
     return jnp.argmax(-jnp.log(-jnp.log(u)) + logits, axis=axis)
+
+
+def _bits(k1: jax.Array, k2: jax.Array, shape: tuple) -> jax.Array:
+    """``jax.random.bits(key, shape, uint32)`` of the key with words ``(k1, k2)``."""
+    a, b = threefry2x32(k1, k2, jnp.uint32(0), jax.lax.iota(jnp.uint32, math.prod(shape)).reshape(shape))
+    return a ^ b
+
+
+def randint(rng_key: jax.Array, shape: tuple, minval, maxval) -> jax.Array:
+    """``jax.random.randint(rng_key, shape, minval, maxval)`` (``int32``): the same integers, from fused hashes.
+
+    As JAX draws them: two words per integer from the two halves of ``split(rng_key)``,
+    reduced modulo the span ``maxval - minval`` (1 where ``maxval <= minval``) without
+    overflow.  ``minval`` and ``maxval`` are 32-bit integers (scalars or broadcastable
+    arrays) inside a traced program; anything else falls back to ``jax.random.randint``.
+    """
+    shape = tuple(int(d) for d in shape)
+    lo, hi = jnp.asarray(minval), jnp.asarray(maxval)
+    fused = (
+        _traced_threefry_key(rng_key)
+        and jax.config.jax_threefry_partitionable
+        and lo.dtype == jnp.int32
+        and hi.dtype == jnp.int32
+        and 0 < math.prod(shape) < 2**32
+    )
+    if not fused:
+        return jax.random.randint(rng_key, shape, minval, maxval)
+    k1, k2 = key_pair(rng_key)
+    halves = _split_words(k1, k2, 2)
+    higher = _bits(halves[0, 0], halves[0, 1], shape)
+    lower = _bits(halves[1, 0], halves[1, 1], shape)
+    lo, hi = jnp.broadcast_to(lo, shape), jnp.broadcast_to(hi, shape)
+    span = jnp.where(hi <= lo, jnp.uint32(1), (hi - lo).astype(jnp.uint32))
+    multiplier = jnp.uint32(2**16) % span
+    multiplier = (multiplier * multiplier) % span
+    offset = ((higher % span) * multiplier + lower % span) % span
+    return lo + offset.astype(jnp.int32)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer.domains import Binary, Domain, Spin
-from ugm_infer.kernels._random import categorical, computed_once, uniform
+from ugm_infer.kernels._random import categorical, computed_once, randint, uniform
 from ugm_infer.kernels._random import split as split_key
 from ugm_infer.structure import Block
 
@@ -406,7 +406,7 @@ def random_scan(variables: dict[str, Domain], site_fn, num_updates: int, global_
 
     def sweep(rng_key, carry):
         key_sites, key_updates = split_key(rng_key)
-        chosen = jax.random.randint(key_sites, (num_updates,), 0, total)
+        chosen = randint(key_sites, (num_updates,), 0, total)
         branches = [(lambda k, c, i, n=n: site_fn(k, c, n, variables[n], i)) for n in names]
 
         def body(c, inp):

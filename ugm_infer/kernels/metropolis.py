@@ -29,8 +29,8 @@ from blackjax.base import SamplingAlgorithm
 
 from ugm_infer.kernels import _updates
 from ugm_infer.kernels._common import check_initial_logdensity, check_model, resolve_logdensity, validate_position
+from ugm_infer.kernels._random import randint, uniform
 from ugm_infer.kernels._random import split as split_key
-from ugm_infer.kernels._random import uniform
 
 __all__ = ["MetropolisState", "MetropolisInfo", "init", "build_kernel", "as_top_level_api"]
 
@@ -79,7 +79,7 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
             key_value, key_accept = split_key(key)
             flat = position[name].reshape(-1)
             current = domain.to_index(flat[i])
-            shift = jax.random.randint(key_value, (), 1, domain.num_states)
+            shift = randint(key_value, (), 1, domain.num_states)
             value = domain.from_index((current + shift) % domain.num_states)
             proposal = {**position, name: _updates.set_site(flat, i, value).reshape(domain.shape)}
             return accept_reject(key_accept, carry, proposal)
@@ -89,7 +89,7 @@ def build_kernel(model, scan: str = "systematic", num_sweeps: int = 1):
             key_value, key_accept = split_key(key)
             row, k = sites.values[g], sites.num_states[g]
             current = jnp.argmax(row == sites.get(position, g))
-            shift = jax.random.randint(key_value, (), 1, k)
+            shift = randint(key_value, (), 1, k)
             proposal = sites.set(position, g, row[(current + shift) % k])
             return accept_reject(key_accept, carry, proposal)
 

@@ -461,7 +461,7 @@ def gibbs_build_kernel(model: Potts, scan: str = "systematic", num_sweeps: int =
             if scan == "systematic":
                 sites = jnp.arange(n)
             else:
-                sites = jax.random.randint(key_sites, (n,), 0, n)
+                sites = _random.randint(key_sites, (n,), 0, n)
             x, _ = jax.lax.scan(update, x, (sites, _random.uniform(key_updates, (n,))))
             return x, None
 
