@@ -221,19 +221,46 @@ def _dense_energy(n: int, q: int):
     return energy
 
 
+def _periodic_grid(edges: np.ndarray) -> tuple[int, int] | None:
+    """``(height, width)`` when ``edges`` is exactly :func:`lattice_edges` of a torus with both sizes >= 3, else ``None``."""
+    m = len(edges)
+    if m < 18 or m % 2:
+        return None
+    n = m // 2
+    width = int(edges[n, 1])  # the vertical bond of site 0 reaches site `width`
+    if width < 3 or n % width or n // width < 3:
+        return None
+    height = n // width
+    return (height, width) if np.array_equal(edges, lattice_edges(height, width, True)) else None
+
+
 def _edge_energy(edges: np.ndarray, q: int):
     i_idx, j_idx = edges[:, 0], edges[:, 1]
+    bond_offsets = np.arange(len(edges), dtype=np.int32) * np.int32(q * q)
+    grid = _periodic_grid(edges)
+
+    def pair_values(x):
+        """``(x_i, x_j)`` of every bond, in the order of ``edges``."""
+        if grid is None:
+            return x[i_idx], x[j_idx]
+        # a periodic lattice's bonds (lattice_edges: every site's right, then every site's lower
+        # neighbour) read by shifts of the lattice, not by gathers
+        lattice = x.reshape(grid)
+        right, down = jnp.roll(lattice, -1, axis=1).reshape(-1), jnp.roll(lattice, -1, axis=0).reshape(-1)
+        return jnp.concatenate([x, x]), jnp.concatenate([right, down])
 
     def energy(params, state):
         # each bond's coupling and each site's field read at the configuration's values: one
-        # gather per bond and per site (one-hot products cost q^2 per bond, and XLA fuses the
-        # one-hot gathers badly with a producer that joins the lattice from its sub-lattices)
+        # gather per bond and per site, from the flattened tables (one-hot products cost q^2 per
+        # bond; the flat index keeps the gathers' transpose, a learner's gradient, one scatter-add
+        # of single indices)
         J, h = params["J"], params["h"]
         dtype = compute_dtype(J)
         x = state["x"].astype(jnp.int32)
-        pair_index = (x[i_idx] * q + x[j_idx])[:, None]
-        pair = jnp.take_along_axis(J.reshape(J.shape[0], q * q).astype(dtype), pair_index, axis=1)
-        field = jnp.take_along_axis(h.astype(dtype), x[:, None], axis=1)
+        first, second = pair_values(x)
+        pair = J.reshape(-1).astype(dtype).at[bond_offsets + first * q + second].get(mode="promise_in_bounds")
+        site_index = jax.lax.iota(jnp.int32, x.shape[0]) * q + x
+        field = h.reshape(-1).astype(dtype).at[site_index].get(mode="promise_in_bounds")
         return -jnp.sum(pair) - jnp.sum(field)
 
     return energy
