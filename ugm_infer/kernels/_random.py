@@ -215,6 +215,11 @@ def _bits(k1: jax.Array, k2: jax.Array, shape: tuple) -> jax.Array:
     return a ^ b
 
 
+def _halves(words: jax.Array) -> jax.Array:
+    """The words of ``split(key)`` (two keys) from ``key``'s words."""
+    return _split_words(words[0], words[1], 2)
+
+
 def randint(rng_key: jax.Array, shape: tuple, minval, maxval) -> jax.Array:
     """``jax.random.randint(rng_key, shape, minval, maxval)`` (``int32``): the same integers, from fused hashes.
 
@@ -235,7 +240,9 @@ def randint(rng_key: jax.Array, shape: tuple, minval, maxval) -> jax.Array:
     if not fused:
         return jax.random.randint(rng_key, shape, minval, maxval)
     k1, k2 = key_pair(rng_key)
-    halves = _split_words(k1, k2, 2)
+    words = jnp.stack([k1, k2])
+    # the two halves' hash, fused into every integer's, would be computed again for each
+    halves = computed_once(_halves, words) if math.prod(shape) >= 256 else _halves(words)
     higher = _bits(halves[0, 0], halves[0, 1], shape)
     lower = _bits(halves[1, 0], halves[1, 1], shape)
     lo, hi = jnp.broadcast_to(lo, shape), jnp.broadcast_to(hi, shape)
