@@ -267,8 +267,7 @@ def stacked_block_sweep(blocks: list[Block], variables: dict[str, Domain], gradi
         for k, n in zip(split_key(key, len(names)), names):
             dtype = position[n].dtype
             logit = grads[n] if isinstance(variables[n], Binary) else 2.0 * grads[n]
-            up = block_uniforms(k, logit.shape, factors[n], logit.dtype) < jax.nn.sigmoid(logit)
-            new = up.astype(dtype) if isinstance(variables[n], Binary) else jnp.where(up, 1, -1).astype(dtype)
+            new = _draw(variables[n], factors[n], dtype, logit, k)
             new_position[n] = jnp.where(masks[n], new, position[n])
         return new_position, None
 
