@@ -19,6 +19,7 @@ from blackjax.base import SamplingAlgorithm
 from ugm_infer.kernels import checkerboard
 from ugm_infer.kernels._common import chains_first, chains_last, recipe_of
 from ugm_infer.kernels._random import split as split_key
+from ugm_infer.kernels.parallel_tempering import ParallelTemperingState
 
 __all__ = ["SampleResult", "sample"]
 
@@ -359,6 +360,9 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         return model.energy(params, pos)
 
     def energies(params, state):
+        if isinstance(state, ParallelTemperingState) and not isinstance(state.replicas, dict):
+            # replicas kept in a lattice layout: the beta = 1 replica of every chain (chains lead, replicas next)
+            state = jax.tree.map(lambda x: x[:, -1], state.replicas)
         # a lattice chain kept as four-sub-lattice words: the same energies from the words, not unpacked
         of_words = getattr(model, "energy_of_words", None)
         if of_words is not None and isinstance(state, checkerboard.LatticeGibbsState):

@@ -66,7 +66,7 @@ from ugm_infer.kernels._common import (
 )
 from ugm_infer.kernels._random import split as split_key
 
-__all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api"]
+__all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api", "is_layout_state", "state_logdensity"]
 
 SCANS = ("block", "systematic", "random")
 # above this many blocks a sweep is one lax.scan over stacked blocks instead of unrolled
@@ -113,6 +113,50 @@ def init(position: dict, logdensity_fn: Callable | None = None) -> GibbsState | 
         if jnp.shape(x) == (potts.height * potts.width,):
             return potts_lattice.state_type(potts, jnp.result_type(x)).of(potts.split(x))
     return GibbsState(dict(position))
+
+
+def is_layout_state(state) -> bool:
+    """True for a chain kept in a lattice sweep's own layout (lattice Ising words, lattice Potts sub-lattices).
+
+    Such a state holds the configuration only (no cached density), so a driver may
+    keep it between steps, permute it between temperatures (parallel tempering) and
+    read its position when it needs one.
+    """
+    return isinstance(state, (checkerboard.LatticeGibbsState, potts_lattice.PottsLatticeState))
+
+
+def state_logdensity(state, logdensity_fn: Callable) -> jax.Array:
+    """``logdensity_fn`` at the configuration of one chain's ``state``, up to a constant of the density.
+
+    ``state`` is one chain as a kernel sees it (``vmap`` over chains for many).
+
+    A lattice chain kept in its sweep's layout under its own lattice density is
+    evaluated from that layout, without rebuilding the configuration: for a lattice
+    Ising density ``beta (J sum_<ij> s_i s_j + h sum_i s_i)`` from the words
+    (:func:`~ugm_infer.kernels.checkerboard.pair_and_total`; for ``lattice_ising``
+    exactly its log-density, for a user energy recognised as a lattice that minus its
+    constant term), for a lattice Potts density ``-beta E`` from the sub-lattices
+    (:func:`~ugm_infer.kernels.potts_lattice.energy_of_sublattices`, equal up to float
+    rounding).  Any other state or density: ``logdensity_fn(state.position)``.  Meant
+    for differences between chains under one density (swap and acceptance ratios),
+    where the constant cancels.
+    """
+    if isinstance(state, checkerboard.LatticeGibbsState) and isinstance(logdensity_fn, checkerboard.LatticeLogDensity):
+        layout = type(state).layout
+        if logdensity_fn.layout(layout.dtype) == layout and layout.height * layout.width <= 1 << 22:
+            pair, total = checkerboard.pair_and_total(layout, state.even, state.odd)  # one chain: (h, w) words
+            J, h = (jnp.asarray(v) for v in (logdensity_fn.J, logdensity_fn.h))
+            dtype = jnp.result_type(J, h, jnp.float32)
+            # the model's arithmetic: -beta E with E = -J pair - h total, the sums exact in the float dtype
+            energy = -J.astype(dtype) * pair.astype(dtype) - h.astype(dtype) * total.astype(dtype)
+            return -logdensity_fn.beta * energy
+    if isinstance(state, potts_lattice.PottsLatticeState):
+        lat = type(state).lattice
+        if potts_lattice.lattice_of(logdensity_fn) == lat:
+            tables = logdensity_fn.tables[: potts_lattice.NUM_TABLES]
+            energy = potts_lattice.energy_of_sublattices(lat, tuple(x[None] for x in state), tables)[0]  # one chain
+            return -logdensity_fn.beta * energy
+    return logdensity_fn(state.position)
 
 
 def _lattice_layout(position, logdensity_fn):

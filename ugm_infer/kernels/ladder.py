@@ -132,7 +132,8 @@ def adapt_ladder(
         if method == "parallel_tempering":
             kernel = pt.build_kernel(model, ladder, base_kernel=base_kernel, base_init=base_init, params=params)
             if state is None:
-                state = jax.vmap(lambda x: pt.init(x, num_replicas=len(ladder)))(position)
+                keep = base_kernel is None  # the default Gibbs kernel keeps lattice replicas in its layout
+                state = jax.vmap(lambda x: pt.init(x, logdensity_fn, num_replicas=len(ladder), keep_layout=keep))(position)
         else:
             kernel = tt.build_kernel(
                 model, ladder, base_kernel=base_kernel, reverse_kernel=reverse_kernel, base_init=base_init, params=params

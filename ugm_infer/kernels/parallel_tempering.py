@@ -44,6 +44,7 @@ from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels._random import uniform
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
+from ugm_infer.kernels.gibbs import is_layout_state, state_logdensity
 from ugm_infer.kernels.tempered_transitions import check_ladder
 
 __all__ = [
@@ -53,15 +54,18 @@ __all__ = [
     "build_kernel",
     "as_top_level_api",
     "target_position",
+    "target_state",
 ]
 
 
 class ParallelTemperingState(NamedTuple):
     """State of one parallel-tempering chain.
 
-    position
-        Replica configurations stacked on a leading axis ordered like ``betas``
-        (the last replica is at ``beta = 1``).
+    replicas
+        The replicas stacked on a leading axis ordered like ``betas`` (the last one is
+        at ``beta = 1``): configurations ``{name: (R, ...)}``, or, with the default
+        block-Gibbs base kernel on a lattice, its chains in the sweep's own layout
+        (:func:`~ugm_infer.kernels.gibbs.is_layout_state`), kept between steps.
     walker
         ``(R,)`` id of the walker at each temperature slot.
     direction
@@ -71,13 +75,20 @@ class ParallelTemperingState(NamedTuple):
         Number of completed hottest -> coldest -> hottest trips (all walkers).
     step
         Step counter (its parity selects the even or odd swap pairs).
+    position
+        The replica configurations ``{name: (R, ...)}`` (rebuilt from the layout when
+        the replicas are kept in one).
     """
 
-    position: dict
+    replicas: Any
     walker: jax.Array
     direction: jax.Array
     round_trips: jax.Array
     step: jax.Array
+
+    @property
+    def position(self) -> dict:
+        return dict(self.replicas) if isinstance(self.replicas, dict) else self.replicas.position
 
 
 class ParallelTemperingInfo(NamedTuple):
@@ -99,20 +110,38 @@ class ParallelTemperingInfo(NamedTuple):
     round_trips: jax.Array
 
 
-def init(position: dict, logdensity_fn: Callable | None = None, *, num_replicas: int | None = None):
-    """Start all replicas at ``position`` (``num_replicas`` given) or from stacked replicas."""
-    del logdensity_fn
+def init(
+    position: dict, logdensity_fn: Callable | None = None, *, num_replicas: int | None = None, keep_layout: bool = False
+):
+    """Start all replicas at ``position`` (``num_replicas`` given) or from stacked replicas.
+
+    ``keep_layout=True`` (with ``logdensity_fn``; for the default block-Gibbs base
+    kernel): replicas of a lattice density are kept in the lattice sweep's layout
+    (:func:`ugm_infer.kernels.gibbs.init`), so that a step neither converts them nor
+    evaluates their densities from configurations.
+    """
     if num_replicas is not None:
         position = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_replicas,) + jnp.shape(x)), position)
     num = jax.tree.leaves(position)[0].shape[0]
+    replicas = dict(position)
+    if keep_layout and logdensity_fn is not None:
+        states = jax.vmap(lambda x: gibbs_init(x, logdensity_fn))(replicas)
+        if is_layout_state(states):
+            replicas = states
     walker = jnp.arange(num, dtype=jnp.int32)
     direction = jnp.zeros(num, jnp.int32).at[0].set(1)
-    return ParallelTemperingState(dict(position), walker, direction, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    return ParallelTemperingState(replicas, walker, direction, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
 
 def target_position(state: ParallelTemperingState) -> dict:
     """The replica at ``beta = 1``."""
-    return jax.tree.map(lambda x: x[-1], state.position)
+    target = target_state(state)
+    return target if isinstance(target, dict) else target.position
+
+
+def target_state(state: ParallelTemperingState):
+    """The replica at ``beta = 1`` as it is stored (a configuration, or a chain in a lattice sweep's layout)."""
+    return jax.tree.map(lambda x: x[-1], state.replicas)
 
 
 def build_kernel(
@@ -140,7 +169,8 @@ def build_kernel(
         raise ValueError("`betas` is required (ascending, ending at 1)")
     ladder = jnp.asarray(check_ladder(betas))
     num = ladder.shape[0]
-    if base_kernel is None:
+    default_base = base_kernel is None
+    if default_base:
         if model is None:
             raise ValueError("pass a `model` (default Gibbs base kernel) or a `base_kernel`")
         base_kernel = gibbs_build_kernel(model, "block", 1, params=params)
@@ -152,13 +182,23 @@ def build_kernel(
     def kernel(rng_key, state: ParallelTemperingState, logdensity_fn: Callable):
         key_move, key_swap = split_key(rng_key)
 
-        def move(key, position, beta):
+        kept = not isinstance(state.replicas, dict)  # replicas in a lattice sweep's layout (see init)
+
+        def move(key, replica, beta):
             tempered = temper(logdensity_fn, beta)
-            new_state, _ = base_kernel(key, base_init(position, tempered), tempered)
+            if kept and default_base:  # the Gibbs kernel steps its own layout
+                return base_kernel(key, replica, tempered)[0]
+            if kept:  # a custom kernel: its state made from the configuration, the result put back in the layout
+                new_state, _ = base_kernel(key, base_init(replica.position, tempered), tempered)
+                return gibbs_init(new_state.position, logdensity_fn)
+            new_state, _ = base_kernel(key, base_init(replica, tempered), tempered)
             return new_state.position
 
-        position = jax.vmap(move)(split_key(key_move, num), state.position, ladder)
-        log_p = jax.vmap(logdensity_fn)(position)
+        replicas = jax.vmap(move)(split_key(key_move, num), state.replicas, ladder)
+        if kept:  # from the layout (up to a constant, which cancels in the swap ratios)
+            log_p = jax.vmap(lambda r: state_logdensity(r, logdensity_fn))(replicas)
+        else:
+            log_p = jax.vmap(logdensity_fn)(replicas)
         # attempted pairs alternate: even pairs on even steps, odd pairs on odd steps
         attempted = (pairs % 2) == (state.step % 2)
         log_ratio = (ladder[1:] - ladder[:-1]) * (log_p[:-1] - log_p[1:])
@@ -170,7 +210,7 @@ def build_kernel(
         swap_down = jnp.concatenate([jnp.zeros(1, bool), accepted])  # slot h takes h-1
         slots = jnp.arange(num)
         source = jnp.where(swap_up, slots + 1, jnp.where(swap_down, slots - 1, slots))
-        position = jax.tree.map(lambda x: x[source], position)
+        replicas = jax.tree.map(lambda x: x[source], replicas)
         walker = state.walker[source]
         # round trips: a walker that went hottest -> coldest completes one on reaching the hottest
         direction = state.direction
@@ -182,7 +222,7 @@ def build_kernel(
         info = ParallelTemperingInfo(
             jnp.where(attempted, jnp.exp(jnp.minimum(log_ratio, 0.0)), 0.0), attempted, accepted, round_trips
         )
-        return ParallelTemperingState(position, walker, direction, round_trips, state.step + 1), info
+        return ParallelTemperingState(replicas, walker, direction, round_trips, state.step + 1), info
 
     return kernel
 
@@ -214,7 +254,7 @@ def as_top_level_api(
             position = model.validate_state(position, batch_ndim=1 if stacked else 0, argname="position")
             if stacked and jax.tree.leaves(position)[0].shape[0] != num:
                 raise ValueError(f"stacked `position` must have {num} replicas (one per beta)")
-        return init(position, num_replicas=None if stacked else num)
+        return init(position, logdensity_fn, num_replicas=None if stacked else num, keep_layout=base_kernel is None)
 
     def step_fn(rng_key, state):
         return kernel(rng_key, state, logdensity_fn)

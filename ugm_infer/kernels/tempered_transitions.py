@@ -49,6 +49,7 @@ from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels._random import uniform
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
+from ugm_infer.kernels.gibbs import is_layout_state, state_logdensity
 
 __all__ = [
     "TemperedTransitionsState",
@@ -165,6 +166,7 @@ def build_kernel(
     ladder = jnp.asarray(check_ladder(betas))
     if model is None and base_kernel is None:
         raise ValueError("pass a `model` (default Gibbs operator) or a `base_kernel`")
+    default_base = base_kernel is None
     forward, backward, base_init = _default_base(model, params, base_kernel, reverse_kernel, base_init)
     # down pass visits beta_{S-1}, ..., beta_0; the up pass the same in reverse order
     down_betas = ladder[:-1][::-1]
@@ -173,26 +175,38 @@ def build_kernel(
 
     def kernel(rng_key, state: TemperedTransitionsState, logdensity_fn: Callable):
         key_down, key_up, key_accept = split_key(rng_key, 3)
+        # the default Gibbs operator on a lattice: the run stays in the sweep's layout (converted once each
+        # way per run, not per sweep) and the densities come from that layout (up to a constant, which
+        # cancels in every term of the acceptance ratio)
+        start = gibbs_init(state.position, logdensity_fn) if default_base else None
+        kept = start is not None and is_layout_state(start)
 
-        def move(op, key, position, beta):
+        def move(op, key, chain, beta):
             tempered = temper(logdensity_fn, beta)
-            new_state, _ = op(key, base_init(position, tempered), tempered)
+            if kept:
+                return op(key, chain, tempered)[0]
+            new_state, _ = op(key, base_init(chain, tempered), tempered)
             return new_state.position
 
-        def down(position, inp):
-            beta, key = inp
-            entering = logdensity_fn(position)  # log p*(x^_{s+1}): the state entering beta_s
-            return move(forward, key, position, beta), entering
+        def log_p(chain):
+            return state_logdensity(chain, logdensity_fn) if kept else logdensity_fn(chain)
 
-        bottom, log_p_down = jax.lax.scan(down, state.position, (down_betas, split_key(key_down, len(down_betas))))
-
-        def up(position, inp):
+        def down(chain, inp):
             beta, key = inp
-            new = move(backward, key, position, beta)
-            return new, logdensity_fn(new)  # log p*(x~_{s+1}): the state leaving beta_s
+            entering = log_p(chain)  # log p*(x^_{s+1}): the state entering beta_s
+            return move(forward, key, chain, beta), entering
+
+        chain = start if kept else state.position
+        bottom, log_p_down = jax.lax.scan(down, chain, (down_betas, split_key(key_down, len(down_betas))))
+
+        def up(chain, inp):
+            beta, key = inp
+            new = move(backward, key, chain, beta)
+            return new, log_p(new)  # log p*(x~_{s+1}): the state leaving beta_s
 
         up_betas = down_betas[::-1]
         proposal, log_p_up = jax.lax.scan(up, bottom, (up_betas, split_key(key_up, len(up_betas))))
+        proposal = proposal.position if kept else proposal
         # align: log_p_up[k] belongs to temperature up_betas[k] = down_betas[S-1-k]
         terms = (down_gaps * (log_p_up[::-1] - log_p_down))[::-1]  # ordered like betas[:-1]
         log_ratio = jnp.sum(terms)
