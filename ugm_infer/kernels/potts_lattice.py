@@ -539,9 +539,10 @@ def energy_of_sublattices(lat: PottsLattice, sub: tuple, tables: tuple, chains_l
     ``sub`` holds the four sub-lattices ``(chains, h, w)`` (``(h, w, chains)`` with
     ``chains_last``), ``tables`` are :func:`sweep_tables` of the couplings and fields.
     Every bond is counted once, from its first site (the bonds to the right and
-    below), its coupling and the site's field selected by value from the value-major
-    grids: no joining of the lattice and no gather.  Returns one energy per chain,
-    equal to the model's up to float rounding.
+    below): the site's value selects its field and its row of the bond's coupling
+    grids, the neighbour's value the entry of that row (nested selects from the
+    value-major grids, :math:`q^2 + q` per bond): no joining of the lattice and no
+    gather.  Returns one energy per chain, equal to the model's up to float rounding.
     """
     q = lat.num_states
     axes = (0, 1) if chains_last else (1, 2)
@@ -549,19 +550,22 @@ def energy_of_sublattices(lat: PottsLattice, sub: tuple, tables: tuple, chains_l
     def site_grid(a):
         return a[..., None] if chains_last else a[None]
 
+    def select(x, values):  # values[a] where x == a
+        out = values[-1]
+        for a in range(q - 2, -1, -1):
+            out = jnp.where(x == a, values[a], out)
+        return out
+
     total = None
     for p in (0, 1):
         for r in (0, 1):
             x = sub[2 * p + r]
-            hit = [x == a for a in range(q)]
             fields = tables[16 + 2 * p + r]
-            part = sum(jnp.where(hit[a], site_grid(fields[a]), 0.0) for a in range(q))
+            part = select(x, [site_grid(fields[a]) for a in range(q)])
             for value, direction in _neighbours(list(sub), p, r, axes)[::2]:  # right and down: the site is first
                 grid = tables[4 * (2 * p + r) + DIRECTIONS.index(direction)]
-                for b in range(q):
-                    other = value == b
-                    for a in range(q):
-                        part = part + jnp.where(hit[a] & other, site_grid(grid[a, b]), 0.0)
+                row = [select(x, [site_grid(grid[a, b]) for a in range(q)]) for b in range(q)]
+                part = part + select(value, row)
             total = part if total is None else total + part
     if chains_last:
         return -jnp.sum(total.reshape(-1, total.shape[-1]), axis=0)
