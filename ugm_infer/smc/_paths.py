@@ -70,6 +70,7 @@ import numpy as np
 
 from ugm_infer.domains import Binary, Domain, Spin
 from ugm_infer.exact import _as_float, single_site_deltas
+from ugm_infer.kernels import checkerboard, potts_lattice
 from ugm_infer.kernels._common import is_concrete, resolve_structure
 from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels._updates import SiteLogitsLogDensity
@@ -351,6 +352,30 @@ def bridge_logdensity(
 
         return SiteLogitsLogDensity(fn, site_logits)
     return fn
+
+
+def layout_energy(model: Any, params: Any, chain: Any):
+    """``energy(chain)``: the model's energy of one chain kept in a lattice sweep's layout, read from it; or ``None``.
+
+    For ``lattice_ising`` words (:meth:`~ugm_infer.models.LatticeIsing.energy_of_words`,
+    the same integer sums as the energy, ``None`` when the energy function was replaced)
+    and ``lattice_potts`` sub-lattices
+    (:func:`~ugm_infer.kernels.potts_lattice.energy_of_sublattices`, equal up to float
+    rounding).  ``chain`` is an example chain (it may be abstract): only its type is read.
+    """
+    if isinstance(chain, checkerboard.LatticeGibbsState):
+        of_words, layout = getattr(model, "energy_of_words", None), type(chain).layout
+        if of_words is None or jax.eval_shape(lambda c: of_words(params, layout, c.even, c.odd), chain) is None:
+            return None
+        return lambda c: of_words(params, layout, c.even, c.odd)
+    if isinstance(chain, potts_lattice.PottsLatticeState):
+        own = model.logdensity_fn(params)
+        lat = potts_lattice.lattice_of(own, model)
+        if lat != type(chain).lattice:
+            return None
+        tables = own.tables[: potts_lattice.NUM_TABLES]
+        return lambda c: potts_lattice.energy_of_sublattices(lat, tuple(x[None] for x in c), tables)[0]
+    return None
 
 
 def sample_base(rng_key: jax.Array, variables: Mapping[str, Domain], log_probs: Mapping, num: int) -> dict:

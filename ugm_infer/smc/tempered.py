@@ -56,6 +56,7 @@ from ugm_infer.kernels._common import resolve_structure
 from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
+from ugm_infer.kernels.gibbs import is_layout_state
 from ugm_infer.smc import _paths
 
 __all__ = ["TemperedSMCResult", "tempered_smc", "RESAMPLING"]
@@ -279,6 +280,16 @@ def _tempering_param(state: TemperedSMCState) -> dict:
     return {"tempering": state.tempering_param[None]}  # leading axis 1: shared (BlackJAX's convention)
 
 
+class _Kept(NamedTuple):
+    """A particle kept in a lattice sweep's layout, as BlackJAX's SMC steps it: its ``position`` is the chain itself."""
+
+    chain: Any
+
+    @property
+    def position(self):
+        return self.chain
+
+
 def _path_move(kernel: Callable, model: Any, params: Any, log_probs: Mapping, uniform_base: bool) -> Callable:
     """The default move ``move(rng_key, state, logdensity_fn, tempering)`` on the path's density in its fast form.
 
@@ -326,21 +337,48 @@ def _build_run(
         def loglik(x):
             return -_paths._as_float(model.energy(params, x)) - logprior(x)
 
-        move, move_params = kernel, _no_move_params
+        move, move_params, move_init = kernel, _no_move_params, kernel_init
         if uniform_base is not None:
             move, move_params = _path_move(kernel, model, params, log_probs, uniform_base), _tempering_param
+        # the default Gibbs move on a lattice from a uniform base: the particles stay in the sweep's layout
+        # (resampled, swept and weighted there; BlackJAX would rebuild each chain from a configuration at
+        # every step), with the log-likelihood from that layout; configurations again at the end
+        to_layout = None
+        if uniform_base:
+            own = model.logdensity_fn(params)
+            example = jax.eval_shape(lambda: gibbs_init({n: jnp.zeros(d.shape, d.dtype) for n, d in variables.items()}, own))
+            energy = _paths.layout_energy(model, params, example) if is_layout_state(example) else None
+            if energy is not None:
+                to_layout = jax.vmap(lambda x: gibbs_init(x, own))
+                uniform_log_base = sum(jnp.sum(lp[..., 0]) for lp in log_probs.values())
+                path_move = move
+
+                def logprior(chain):
+                    return uniform_log_base
+
+                def loglik(chain):
+                    return -_paths._as_float(energy(chain)) - uniform_log_base
+
+                def move(rng_key, state, logdensity_fn, tempering):
+                    new, info = path_move(rng_key, state.chain, logdensity_fn, tempering)
+                    return _Kept(new), info
+
+                def move_init(chain, logdensity_fn):
+                    return _Kept(chain)
 
         if settings.target_ess is None:
-            smc_kernel = _fixed_kernel(logprior, loglik, move, kernel_init, resampling)
+            smc_kernel = _fixed_kernel(logprior, loglik, move, move_init, resampling)
         else:
             smc_kernel = _adaptive_kernel(
-                logprior, loglik, move, kernel_init, resampling, settings.target_ess, root_solver=_dichotomy
+                logprior, loglik, move, move_init, resampling, settings.target_ess, root_solver=_dichotomy
             )
 
         def one_replicate(key):
             key_init, key_smc = split_key(key)
             x0 = place(_paths.sample_base(key_init, variables, log_probs, N))
-            state = TemperedSMCState({n: x0[n] for n in variables}, jnp.full((N,), 1.0 / N, dtype), jnp.zeros((), dtype))
+            particles = {n: x0[n] for n in variables}
+            particles = particles if to_layout is None else to_layout(particles)
+            state = TemperedSMCState(particles, jnp.full((N,), 1.0 / N, dtype), jnp.zeros((), dtype))
             nan = jnp.full((settings.num_slots,), jnp.nan, dtype)
             hist = _History(nan, nan, nan)
             if settings.target_ess is None:
@@ -349,7 +387,8 @@ def _build_run(
                 )
             else:
                 state, log_z, num, hist = _run_adaptive(key_smc, state, hist, smc_kernel, place, settings, move_params)
-            return log_z, num, state.tempering_param, hist, state.particles, state.weights
+            particles = state.particles if to_layout is None else state.particles.position  # configurations
+            return log_z, num, state.tempering_param, hist, particles, state.weights
 
         return jax.vmap(one_replicate)(split_key(rng_key, settings.num_replicates))
 
