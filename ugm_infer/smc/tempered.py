@@ -26,6 +26,10 @@ largest step keeping the effective sample size of the incremental weights at
 ``target_ess * N``, found by bisection; :math:`\hat Z` is then only consistent, with an
 :math:`O(1/N)` bias).  Independent replicates run in parallel (``vmap``); all weights
 stay in log space (``logsumexp``), so energy gaps of :math:`10^4` and more are safe.
+On ``lattice_ising`` and ``lattice_potts`` (even sizes) with the default move and a
+uniform base, the particles are kept in the lattice sweep's layout from the first step
+to the last (resampled, swept and weighted there, :math:`\ell` read from the layout);
+the result holds configurations as usual.
 
 References
 ----------
@@ -298,8 +302,9 @@ def _path_move(kernel: Callable, model: Any, params: Any, log_probs: Mapping, un
     the move runs ``kernel`` on the same density (up to a constant) built by
     :func:`~ugm_infer.smc._paths.bridge_logdensity`, which keeps the lattice Ising and
     Potts, pairwise and site-log-odds forms the block-Gibbs kernel has fast sweeps for
-    (BlackJAX rebuilds every chain state from its position at every step, so a lattice
-    configuration is packed into the sub-lattice layout, swept and unpacked each time).
+    (BlackJAX rebuilds every chain state from its position at every step; on a lattice
+    from a uniform base the "position" is the chain in the sweep's layout itself,
+    :class:`_Kept`, so nothing is converted between steps).
     """
     variables = model.variables
 
