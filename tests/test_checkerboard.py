@@ -288,18 +288,22 @@ def test_count_changed_counts_every_changed_site(shape):
     )
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 4, 5), (7, 11, 3), (32, 32, 32), (64, 64, 8), (128, 2, 256)])
-@pytest.mark.parametrize("most", [2, 4])
-def test_byte_sum_leading_sums_both_bytes_over_the_leading_axes(shape, most):
-    # grouped rows added in uint16 lanes must not carry between the bytes: random bytes and all bytes at `most`
+def _check_byte_sum(byte_sum, shape, most, total):
+    """``byte_sum(words, most)`` against ``total`` of the two bytes (numpy): random bytes, and all bytes at ``most``."""
     k1, k2 = jax.random.split(jax.random.key(most + sum(shape)))
     low, high = (jax.random.randint(k, shape, 0, most + 1, jnp.int32) for k in (k1, k2))
     for lo, hi in ((low, high), (jnp.full(shape, most), jnp.full(shape, most))):
         words = (lo | (hi << 8)).astype(jnp.uint16)
-        want = (np.asarray(lo) + np.asarray(hi)).reshape(-1, shape[-1]).sum(axis=0)
-        got = jax.jit(checkerboard.byte_sum_leading, static_argnums=1)(words, most)
+        got = jax.jit(byte_sum, static_argnums=1)(words, most)
         assert got.dtype == jnp.int32
-        np.testing.assert_array_equal(np.asarray(got), want)
+        np.testing.assert_array_equal(np.asarray(got), total(np.asarray(lo) + np.asarray(hi)))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 4, 5), (7, 11, 3), (32, 32, 32), (64, 64, 8), (128, 2, 256)])
+@pytest.mark.parametrize("most", [2, 4])
+def test_byte_sum_leading_sums_both_bytes_over_the_leading_axes(shape, most):
+    # grouped rows added in uint16 lanes must not carry between the bytes
+    _check_byte_sum(checkerboard.byte_sum_leading, shape, most, lambda x: x.reshape(-1, shape[-1]).sum(axis=0))
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7, 5), (2, 16384, 1), (2, 24573, 2)])
@@ -307,14 +311,7 @@ def test_byte_sum_leading_sums_both_bytes_over_the_leading_axes(shape, most):
 def test_row_byte_sum_sums_both_bytes_over_the_last_two_axes(shape, most):
     # rows added in uint16 lanes must not overflow: 16384 and 24573 (= 3 x 8191) rows of words at `most`
     # need groups of rows (at most 65535 // (2 most) per group)
-    k1, k2 = jax.random.split(jax.random.key(most + sum(shape)))
-    low, high = (jax.random.randint(k, shape, 0, most + 1, jnp.int32) for k in (k1, k2))
-    for lo, hi in ((low, high), (jnp.full(shape, most), jnp.full(shape, most))):
-        words = (lo | (hi << 8)).astype(jnp.uint16)
-        want = (np.asarray(lo) + np.asarray(hi)).sum(axis=(-2, -1))
-        got = jax.jit(checkerboard._row_byte_sum, static_argnums=1)(words, most)
-        assert got.dtype == jnp.int32
-        np.testing.assert_array_equal(np.asarray(got), want)
+    _check_byte_sum(checkerboard._row_byte_sum, shape, most, lambda x: x.sum(axis=(-2, -1)))
 
 
 @pytest.mark.parametrize("height, width, periodic", [(4, 4, True), (6, 8, True), (2, 4, False), (6, 4, False)])
