@@ -123,6 +123,26 @@ def marginal_index(states: dict, model, sites) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # running many independent chains of a low-level kernel
 # --------------------------------------------------------------------------------------
+def energy_magnetisation_cells(model, params, beta, name="s"):
+    """Exact distribution of (energy, magnetisation) and a function giving each draw's cell."""
+    states = all_states(model)
+    x = np.asarray(states[name], np.float64).reshape(len(states[name]), -1)
+    energies = np.asarray(jax.vmap(lambda s: model.energy(params, {name: s}))(states[name]), np.float64)
+    keys = np.round(energies * 1000).astype(np.int64) * 1000 + x.sum(1).astype(np.int64)
+    cells, inverse = np.unique(keys, return_inverse=True)
+    probs = np.bincount(inverse, weights=brute_force(model, params, beta), minlength=len(cells))
+
+    def cell(draws):
+        d = np.asarray(draws[name], np.float64).reshape(len(draws[name]), -1)
+        e = np.asarray(jax.vmap(lambda s: model.energy(params, {name: s}))(draws[name]), np.float64)
+        k = np.round(e * 1000).astype(np.int64) * 1000 + d.sum(1).astype(np.int64)
+        idx = np.searchsorted(cells, k)
+        assert np.all(cells[np.minimum(idx, len(cells) - 1)] == k), "a draw outside the enumerated cells"
+        return idx
+
+    return probs, cell
+
+
 def run_chains(kernel, init_fn, logdensity_fn, positions, rng_key, num_steps):
     """Final states of independent chains (leading axis of ``positions``) after ``num_steps``.
 

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import all_states, brute_force, run_chains
+from conftest import brute_force, energy_magnetisation_cells, run_chains
 from scipy import stats
 from stat_utils import assert_distribution_differs, assert_distribution_matches, state_index
 
@@ -81,26 +81,6 @@ def test_states_and_densities_stay_on_the_lattice_path():
     assert odd.logdensity_fn(odd.init_params()).layout("float32") is None
 
 
-def _energy_magnetisation_cells(model, params, beta, name="s"):
-    """Exact distribution of (energy, magnetisation) and a function giving each draw's cell."""
-    states = all_states(model)
-    x = np.asarray(states[name], np.float64).reshape(len(states[name]), -1)
-    energies = np.asarray(jax.vmap(lambda s: model.energy(params, {name: s}))(states[name]), np.float64)
-    keys = np.round(energies * 1000).astype(np.int64) * 1000 + x.sum(1).astype(np.int64)
-    cells, inverse = np.unique(keys, return_inverse=True)
-    probs = np.bincount(inverse, weights=brute_force(model, params, beta), minlength=len(cells))
-
-    def cell(draws):
-        d = np.asarray(draws[name], np.float64).reshape(len(draws[name]), -1)
-        e = np.asarray(jax.vmap(lambda s: model.energy(params, {name: s}))(draws[name]), np.float64)
-        k = np.round(e * 1000).astype(np.int64) * 1000 + d.sum(1).astype(np.int64)
-        idx = np.searchsorted(cells, k)
-        assert np.all(cells[np.minimum(idx, len(cells) - 1)] == k), "a draw outside the enumerated cells"
-        return idx
-
-    return probs, cell
-
-
 def _draws(model, logdensity_fn, seed, reverse=False, chains=CHAINS):
     kernel = gibbs_module.build_kernel(model, "block", reverse=reverse)
     start = model.random_state(jax.random.key(seed + 100), chains)
@@ -125,11 +105,11 @@ def test_torus_matches_enumeration(reverse, temper_by):
     model = ui.models.lattice_ising(4, 4)
     params = model.init_params(J=0.35, h=0.15)
     ld = temper(model.logdensity_fn(params, 0.8), temper_by)
-    probs, cell = _energy_magnetisation_cells(model, params, 0.8 * temper_by)
+    probs, cell = energy_magnetisation_cells(model, params, 0.8 * temper_by)
     idx = cell(_draws(model, ld, 2, reverse=reverse))
     assert_distribution_matches(idx, probs, label=f"4x4 torus, reverse={reverse}, tempered x{temper_by}")
     if temper_by == 1.0 and not reverse:  # power: the same draws reject the target with beta ignored
-        wrong, _ = _energy_magnetisation_cells(model, params, 0.2)
+        wrong, _ = energy_magnetisation_cells(model, params, 0.2)
         assert_distribution_differs(idx, wrong, label="beta ignored")
 
 
@@ -149,7 +129,7 @@ def test_fast_path_agrees_with_the_generic_path():
     params = model.init_params(J=0.3, h=-0.1)
     ld = model.logdensity_fn(params)
     plain = lambda x: ld(x)  # noqa: E731 - the same density, not recognisable: the generic block sweep
-    probs, cell = _energy_magnetisation_cells(model, params, 1.0)
+    probs, cell = energy_magnetisation_cells(model, params, 1.0)
     fast = cell(_draws(model, ld, 3))
     generic = cell(_draws(model, plain, 4))
     _assert_same_distribution(fast, generic)
@@ -210,7 +190,7 @@ def test_user_lattice_energy_samples_exactly(energy, domain, shape):
     run = ui.sample(jax.random.key(5), algorithm, model.random_state(jax.random.key(6), CHAINS), 1, num_warmup=SWEEPS)
     draws = {"x": run.states["x"][:, 0]}
     if shape == (4, 4):
-        probs, cell = _energy_magnetisation_cells(model, params, 1.0, name="x")
+        probs, cell = energy_magnetisation_cells(model, params, 1.0, name="x")
         assert_distribution_matches(cell(draws), probs, label="user roll energy, 4x4 torus")
     else:
         assert_distribution_matches(state_index(draws, model), brute_force(model, params), label="user open energy")
@@ -413,12 +393,12 @@ def test_sample_with_many_chains_matches_enumeration():
     # the chains-last form through ui.sample, against the exact joint of (energy, magnetisation) on a 4x4 torus
     model = ui.models.lattice_ising(4, 4)
     params = model.init_params(J=0.35, h=0.15)
-    probs, cell = _energy_magnetisation_cells(model, params, 0.8)
+    probs, cell = energy_magnetisation_cells(model, params, 0.8)
     start = model.random_state(jax.random.key(5), CHAINS)
     out = ui.sample(jax.random.key(6), ui.kernels.gibbs(model, params, beta=0.8), start, 1, num_warmup=SWEEPS - 1)
     idx = cell({"s": out.states["s"][:, 0]})
     assert_distribution_matches(idx, probs, label="ui.sample, 4x4 torus")
-    wrong, _ = _energy_magnetisation_cells(model, params, 0.2)
+    wrong, _ = energy_magnetisation_cells(model, params, 0.2)
     assert_distribution_differs(idx, wrong, label="beta ignored")
 
 

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import all_states, brute_force
+from conftest import brute_force, energy_magnetisation_cells
 from stat_utils import assert_distribution_differs, assert_distribution_matches, state_index
 
 import ugm_infer as ui
@@ -91,25 +91,6 @@ def test_tempered_transitions_runs_in_the_lattice_layout_bit_for_bit():
     assert 0.05 < float(jnp.mean(info_a.is_accepted)) < 1.0
 
 
-def _cells(model, params, beta):
-    """Exact distribution of (energy, magnetisation) on ``model`` and the cell of each draw."""
-    states = all_states(model)["s"]
-    energy = jax.vmap(lambda s: model.energy(params, {"s": s}))
-    keys = np.round(np.asarray(energy(states), np.float64) * 1000).astype(np.int64) * 1000
-    keys = keys + np.asarray(states, np.float64).reshape(len(states), -1).sum(1).astype(np.int64)
-    cells, inverse = np.unique(keys, return_inverse=True)
-    probs = np.bincount(inverse, weights=brute_force(model, params, beta), minlength=len(cells))
-
-    def cell(draws):
-        k = np.round(np.asarray(energy(draws), np.float64) * 1000).astype(np.int64) * 1000
-        k = k + np.asarray(draws, np.float64).reshape(len(draws), -1).sum(1).astype(np.int64)
-        idx = np.searchsorted(cells, k)
-        assert np.all(cells[np.minimum(idx, len(cells) - 1)] == k), "a draw outside the enumerated cells"
-        return idx
-
-    return probs, cell
-
-
 def test_parallel_tempering_on_a_torus_through_sample_matches_enumeration():
     model = ui.models.lattice_ising(4, 4)
     params = model.init_params(J=0.3, h=0.1)
@@ -119,12 +100,12 @@ def test_parallel_tempering_on_a_torus_through_sample_matches_enumeration():
     assert isinstance(out.final_state.replicas, checkerboard.LatticeGibbsState)
     replicas = out.states["s"][:, 0]  # (chains, replicas, 4, 4)
     assert replicas.shape == (CHAINS, 3, 4, 4)
-    cold, cell = _cells(model, params, 1.0)
-    idx = cell(replicas[:, -1])
+    cold, cell = energy_magnetisation_cells(model, params, 1.0)
+    idx = cell({"s": replicas[:, -1]})
     assert_distribution_matches(idx, cold, label="PT beta = 1 replica, 4x4 torus")
-    assert_distribution_differs(idx, _cells(model, params, 0.4)[0], label="PT cold replica vs beta 0.4")
-    hot, hot_cell = _cells(model, params, 0.4)
-    assert_distribution_matches(hot_cell(replicas[:, 0]), hot, label="PT beta = 0.4 replica, 4x4 torus")
+    hot, hot_cell = energy_magnetisation_cells(model, params, 0.4)  # the same cells, the beta = 0.4 weights
+    assert_distribution_differs(idx, hot, label="PT cold replica vs beta 0.4")
+    assert_distribution_matches(hot_cell({"s": replicas[:, 0]}), hot, label="PT beta = 0.4 replica, 4x4 torus")
     expected = jax.vmap(lambda s: model.energy(params, {"s": s}))(replicas[:, -1])
     np.testing.assert_allclose(out.energies[:, 0], expected, rtol=1e-6)  # from the words: up to rounding
 
