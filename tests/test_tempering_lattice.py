@@ -69,6 +69,8 @@ def test_parallel_tempering_keeps_lattice_replicas_in_the_layout_bit_for_bit():
     for x, y in zip(info_a + a[1:], info_b + b[1:]):
         np.testing.assert_array_equal(x, y)
     assert float(jnp.mean(info_a.swap_accepted)) > 0.05  # swaps happen: the permutation of the words is exercised
+    with pytest.raises(ValueError, match="keep_layout=True.*logdensity_fn"):
+        pt_module.init(x0, num_replicas=3, keep_layout=True)
 
 
 def test_tempered_transitions_runs_in_the_lattice_layout_bit_for_bit():

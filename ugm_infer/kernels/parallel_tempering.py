@@ -120,11 +120,13 @@ def init(
     (:func:`ugm_infer.kernels.gibbs.init`), so that a step neither converts them nor
     evaluates their densities from configurations.
     """
+    if keep_layout and logdensity_fn is None:
+        raise ValueError("`keep_layout=True` needs the `logdensity_fn` whose lattice layout the replicas are kept in")
     if num_replicas is not None:
         position = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_replicas,) + jnp.shape(x)), position)
     num = jax.tree.leaves(position)[0].shape[0]
     replicas = dict(position)
-    if keep_layout and logdensity_fn is not None:
+    if keep_layout:
         states = jax.vmap(lambda x: gibbs_init(x, logdensity_fn))(replicas)
         if is_layout_state(states):
             replicas = states
