@@ -56,7 +56,7 @@ def bm16(num_units: int, particles: int, batch: int, steps: int, repeats: int, l
     learner = ui.learn.pcd(model, optax.sgd(lr), num_particles=particles)
     state0 = learner.init(jax.random.key(3), params)
 
-    @jax.jit
+    @handwritten.jit
     def run_ugm(keys, state):
         def body(state, inputs):
             key, b = inputs
@@ -68,7 +68,7 @@ def bm16(num_units: int, particles: int, batch: int, steps: int, repeats: int, l
     W0 = params["W"]
     carry0 = (0.5 * (W0 + W0.T) * (1 - jnp.eye(num_units)), params["h"], state0.particles["s"].astype(jnp.float32))
 
-    @jax.jit
+    @handwritten.jit
     def run_hand(keys, carry):
         return jax.lax.scan(hand_step, carry, (keys, data))[0]
 
@@ -103,7 +103,7 @@ def semi_rbm(nv: int, nh: int, particles: int, batch: int, updates: int, repeats
     learner = ui.learn.pcd(model, optax.sgd(0.01), num_particles=particles, visible="v")
     state0 = learner.init(jax.random.key(3), params)
 
-    @jax.jit
+    @handwritten.jit
     def run(keys, state):
         def body(state, inputs):
             key, b = inputs

@@ -203,9 +203,9 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int 
         return params, ph_chains
 
     if epochs == 1:
-        return jax.jit(one_epoch)
+        return handwritten.jit(one_epoch)
 
-    @jax.jit
+    @handwritten.jit
     def run(params, ph_chains, data, key):
         def epoch(carry, e):
             return one_epoch(*carry, data, jax.random.fold_in(key, e)), None
@@ -364,7 +364,7 @@ def epoch_scan(step_fn, num_examples: int, batch: int, epochs: int):
     """``run(carry, data, key)``: ``epochs`` epochs of ``step_fn(carry, batch, key) -> carry``."""
     steps = num_examples // batch
 
-    @jax.jit
+    @handwritten.jit
     def run(carry, data, key):
         def epoch(carry, e):
             key_perm, key_steps = jax.random.split(jax.random.fold_in(key, e))

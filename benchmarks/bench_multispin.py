@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import handwritten  # noqa: E402
 from bench_sweeps import library_sweep, machine_info  # noqa: E402
 
 import ugm_infer as ui  # noqa: E402
@@ -39,7 +40,7 @@ from ugm_infer.kernels import multispin  # noqa: E402
 def multispin_run(model, params, num_sweeps, early_exit=True):
     sweep = multispin.build_sweep(model, early_exit=early_exit)
 
-    @jax.jit
+    @handwritten.jit
     def run(key, words):
         def body(w, k):
             return sweep(k, w, params)

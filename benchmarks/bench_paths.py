@@ -61,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweeps import machine_info  # noqa: E402
 
 import ugm_infer as ui  # noqa: E402
+from ugm_infer import _compile  # noqa: E402
 
 
 def _images(num: int, size: int, seed: int = 0) -> np.ndarray:
@@ -151,7 +152,7 @@ def contenders(name: str, steps: int, quick: bool, paths: tuple[str, ...]) -> di
         data = kw.get("data")  # the semi-RBM's images, else random states (all variables visible)
         batch = {n: x[:chains] for n, x in data.items()} if data else model.random_state(jax.random.key(2), chains)
 
-        @jax.jit
+        @_compile.jit  # the options ui.sample and ui.fit compile with
         def updates(key, state):
             def body(s, k):
                 return learner.step(k, s, batch)[0], None

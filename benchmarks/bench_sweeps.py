@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import ugm_infer as ui
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import handwritten  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------
@@ -57,7 +61,7 @@ def handwritten_lattice_sweep(J, h, num_sweeps):
             s = jnp.where(parity == color, new, s)
         return s, None
 
-    @jax.jit
+    @handwritten.jit
     def run(key, s):
         return jax.lax.scan(sweep, s, jax.random.split(key, num_sweeps))[0]
 
@@ -71,7 +75,7 @@ def handwritten_rbm_sweep(W, b, c, num_sweeps):
         v = (jax.random.uniform(kv, v.shape) < jax.nn.sigmoid(hid @ W.T + b)).astype(v.dtype)
         return v, None
 
-    @jax.jit
+    @handwritten.jit
     def run(key, v):
         return jax.lax.scan(sweep, v, jax.random.split(key, num_sweeps))[0]
 
@@ -90,7 +94,7 @@ def matmul_reference(W, num_sweeps):
         x = hid @ W.T
         return x * jax.lax.rsqrt(jnp.mean(x * x) + 1e-12), None
 
-    @jax.jit
+    @handwritten.jit
     def run(key, v):
         del key
         return jax.lax.scan(step, v.astype(W.dtype), None, length=num_sweeps)[0]

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
+from ugm_infer import _compile
 from ugm_infer.kernels import checkerboard
 from ugm_infer.kernels._common import chains_first, chains_last, recipe_of
 from ugm_infer.kernels._random import split as split_key
@@ -371,7 +372,7 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
                 return out
         return jax.vmap(lambda pos: energy(params, pos))(chains_first(state).position)
 
-    @jax.jit
+    @_compile.jit
     def run(rng_key, position, params, build_args):
         algorithm = build(build_args)
         num_chains = jnp.shape(jax.tree.leaves(position)[0])[0]

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer import _compile
 from ugm_infer.fit._data import Decoder
 from ugm_infer.fit._result import path_name
 
@@ -271,5 +272,5 @@ def compiled_chunk(learner: Any, spec: ChunkSpec, args: tuple) -> CompiledChunk:
         per_learner = {}
     key = (spec, _signature(args))
     if key not in per_learner:
-        per_learner[key] = CompiledChunk(jax.jit(_make_chunk(learner, spec)).lower(*args).compile())
+        per_learner[key] = CompiledChunk(_compile.jit(_make_chunk(learner, spec)).lower(*args).compile())
     return per_learner[key]

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer import _compile
 from ugm_infer.kernels._common import resolve_logdensity
 from ugm_infer.kernels._random import fold_in as fold_in_key
 from ugm_infer.kernels._random import split as split_key
@@ -150,7 +151,7 @@ def adapt_ladder(
 
 
 def _run_round(key, kernel, state, logdensity_fn, num_steps, num_chains, method):
-    @jax.jit
+    @_compile.jit
     def run(key, state):
         step = jax.vmap(kernel, in_axes=(0, 0, None))
 

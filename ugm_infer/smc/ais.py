@@ -71,6 +71,7 @@ import numpy as np
 from blackjax.smc.ess import log_ess
 from jax.scipy.special import xlogy
 
+from ugm_infer import _compile
 from ugm_infer.kernels import checkerboard, potts_lattice
 from ugm_infer.kernels._common import chains_first, chains_last
 from ugm_infer.kernels._random import fold_in as fold_in_key
@@ -310,7 +311,7 @@ def _build_run(
         (states, total, _), _ = jax.lax.scan(step, (states, zero, zero), steps)
         return jax.vmap(lambda state: state.position)(chains_first(states) if axis else states), total
 
-    return jax.jit(run)
+    return _compile.jit(run)
 
 
 def _check_states(model: Any, state: Any, names: tuple[str, ...], argname: str) -> tuple[dict, int]:

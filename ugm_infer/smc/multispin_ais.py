@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer import _compile
 from ugm_infer.kernels import multispin
 from ugm_infer.kernels._random import fold_in as fold_in_key
 from ugm_infer.kernels._random import split as split_key
@@ -70,7 +71,7 @@ def _build_run(model: Any, num_sweeps: int, num_groups: int):
         (words, total, _), variance = jax.lax.scan(step, (words, zero, zero), steps)
         return words, total, variance
 
-    return jax.jit(run, static_argnums=3)
+    return _compile.jit(run, static_argnums=3)
 
 
 def multispin_ais(

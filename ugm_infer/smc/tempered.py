@@ -55,6 +55,7 @@ from blackjax.smc.adaptive_tempered import build_kernel as _adaptive_kernel
 from blackjax.smc.tempered import TemperedSMCState
 from blackjax.smc.tempered import build_kernel as _fixed_kernel
 
+from ugm_infer import _compile
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels._common import resolve_structure
 from ugm_infer.kernels._random import split as split_key
@@ -397,7 +398,7 @@ def _build_run(
 
         return jax.vmap(one_replicate)(split_key(rng_key, settings.num_replicates))
 
-    return jax.jit(run)
+    return _compile.jit(run)
 
 
 def _check_reached_one(final_lam: jax.Array, max_num_steps: int) -> None:
