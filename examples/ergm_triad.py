@@ -198,6 +198,7 @@ def run(args) -> dict:
                 steps_per_jit=args.eval_every,  # one chunk length: one compilation
                 eval_fn=eval_fn,
                 progress=False,
+                step_info=True,  # every update's info: the counts below use all of them
             )
             ev = res.history["evaluations"]
             steps = res.history["steps"]

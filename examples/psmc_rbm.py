@@ -120,6 +120,7 @@ def run_method(name, model, params0, train, test, args) -> dict:
         progress=False,
         checkpoint_dir=os.path.join(args.out, f"ckpt_{SLUGS[name]}"),
         checkpoint_every=args.eval_every * steps_per_epoch,
+        step_info=True,  # every update's info: the counts below use all of them
     )
     ev, steps = res.history["evaluations"], res.history["steps"]
     out = {

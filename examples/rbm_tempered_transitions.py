@@ -261,6 +261,7 @@ def run_method(name: str, model, params0, train, test, args) -> dict:
         progress=args.progress,
         checkpoint_dir=os.path.join(args.out, f"ckpt_{slug}"),
         checkpoint_every=eval_every * steps_per_epoch,
+        step_info=True,  # every update's info: the counts below use all of them
     )
     ev = res.history["evaluations"]
     steps = res.history["steps"]

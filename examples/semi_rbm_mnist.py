@@ -142,6 +142,7 @@ def train(name, model, params0, train_v, args) -> dict:
         checkpoint_dir=os.path.join(args.out, f"ckpt_{SLUGS[name]}"),
         checkpoint_every=args.checkpoint_every,
         callbacks=[log],
+        step_info=True,  # every update's info: the counts below use all of them
     )
     steps = res.history["steps"]
     out = {

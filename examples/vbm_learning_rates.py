@@ -195,6 +195,7 @@ def run(args) -> dict:
                     eval_every=args.eval_every,
                     eval_data=tr["test"],
                     progress=args.progress,
+                    step_info=True,  # every update's info: the counts below use all of them
                 )
                 ev = res.history["evaluations"]
                 compile_s += res.history["timing"]["compile_seconds"]

@@ -156,6 +156,7 @@ def run(args) -> dict:
                 eval_every=args.eval_every,
                 eval_data=test,
                 progress=args.progress,
+                step_info=True,  # every update's info: the counts below use all of them
             )
             ev = res.history["evaluations"]
             steps = res.history["steps"]

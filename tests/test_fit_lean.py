@@ -198,8 +198,49 @@ def test_step_info_false_records_no_step_info(tmp_path):
     for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(lean.state), strict=True):  # another program:
         np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64), rtol=1e-6, atol=1e-6)
     assert load_checkpoint(tmp_path)["meta"]["step_info"] is False
-    with pytest.raises(ValueError, match="`step_info` must be True or False"):
+    with pytest.raises(ValueError, match="`step_info` must be True, False, 'auto' or an int >= 1"):
         fit(NOISY, jax.random.key(5), DATA, step_info="no", **kw)
+
+
+def test_step_info_records_every_kth_step_and_computes_no_other_info(tmp_path):
+    # 4 steps per epoch, 12 steps; the info of step k carries a host-counted callback, which XLA drops with the
+    # info on the steps that record nothing
+    calls = []
+
+    def counted(value):
+        calls.append(1)
+        return value
+
+    def step(rng_key, state, batch):
+        new, info = NOISY.step(rng_key, state, batch)
+        probe = jax.pure_callback(counted, jax.ShapeDtypeStruct((), jnp.float32), info.grad_norm)
+        return new, {"grad_norm": info.grad_norm, "probe": probe}
+
+    counting = NOISY._replace(step=step)
+    every3 = fit(counting, jax.random.key(5), DATA, step_info=3, **KW)
+    assert len(calls) == 4  # steps 3, 6, 9, 12 only
+    st, ep = every3.history["steps"], every3.history["epochs"]
+    np.testing.assert_array_equal(st["step"], [3, 6, 9, 12])
+    np.testing.assert_array_equal(st["epoch_index"], [0, 1, 2, 2])
+    np.testing.assert_array_equal(st["probe"], st["grad_norm"])
+    g = st["grad_norm"]
+    np.testing.assert_allclose(ep["grad_norm_mean"], [g[0], g[1], (g[2] + g[3]) / 2])
+    # the variant each step runs depends on its index alone: other chunk boundaries give the same run
+    for steps_per_jit in (1, 5):
+        again = fit(counting, jax.random.key(5), DATA, step_info=3, steps_per_jit=steps_per_jit, **KW)
+        _assert_same_state(every3.state, again.state)
+        np.testing.assert_array_equal(again.history["steps"]["grad_norm"], g)
+    # the recorded values are those every step's info gives (another program: equal to float32 rounding)
+    every = fit(NOISY, jax.random.key(5), DATA, step_info=True, **KW)
+    np.testing.assert_allclose(every.history["steps"]["grad_norm"][2::3], g, rtol=1e-5)
+    # the default: every 10th step, here every epoch's last one (epochs of 4 steps), in the checkpoint too
+    auto = fit(NOISY, jax.random.key(5), DATA, checkpoint_dir=tmp_path, **KW)
+    np.testing.assert_array_equal(auto.history["steps"]["step"], [4, 8, 12])
+    np.testing.assert_array_equal(auto.history["epochs"]["grad_norm_mean"], auto.history["steps"]["grad_norm"])
+    assert load_checkpoint(tmp_path)["meta"]["step_info"] == 4
+    for bad in (0, -1, 2.5, "every"):
+        with pytest.raises(ValueError, match="`step_info` must be True, False, 'auto' or an int >= 1"):
+            fit(NOISY, jax.random.key(5), DATA, step_info=bad, **KW)
 
 
 def test_the_learning_rate_probe_runs_once_per_learner_and_shapes():

@@ -16,7 +16,19 @@ import numpy as np
 
 from ugm_infer.fit._chunk import batch_index_key
 
-__all__ = ["as_key", "check_check_finite", "check_int", "check_learner", "check_optimizer", "resolve_progress"]
+__all__ = [
+    "DEFAULT_INFO_EVERY",
+    "as_key",
+    "check_check_finite",
+    "check_int",
+    "check_learner",
+    "check_optimizer",
+    "resolve_info_every",
+    "resolve_progress",
+]
+
+#: ``step_info="auto"`` records the info of every this many steps (fewer when an epoch is shorter)
+DEFAULT_INFO_EVERY = 10
 
 
 def check_int(value: Any, name: str, minimum: int, allow_none: bool = False) -> int | None:
@@ -83,6 +95,24 @@ def check_check_finite(value: Any) -> str | None:
     if value is False:
         return None
     raise ValueError(f"`check_finite` must be 'chunk', 'step' or False, got {value!r}")
+
+
+def resolve_info_every(value: Any, steps_per_epoch: int) -> int:
+    """``step_info`` -> every how many steps the learner's info is recorded (0: never).
+
+    ``True``: every step; ``False``: never; an int ``k >= 1``: steps ``k, 2k, ...``;
+    ``"auto"``: every :data:`DEFAULT_INFO_EVERY` steps, or every ``steps_per_epoch``
+    steps when an epoch is shorter (so every epoch records at least one step).
+    """
+    if value is True:
+        return 1
+    if value is False:
+        return 0
+    if isinstance(value, str) and value == "auto":
+        return min(DEFAULT_INFO_EVERY, steps_per_epoch)
+    if isinstance(value, (int, np.integer)) and value >= 1:
+        return int(value)
+    raise ValueError(f"`step_info` must be True, False, 'auto' or an int >= 1 (every how many steps), got {value!r}")
 
 
 def learner_optimizer(learner: Any) -> Any:

@@ -19,9 +19,14 @@ third key of ``split(rng_key, 3)``, epoch ``e`` uses ``fold_in(key_train, e)``, 
 into ``key_perm`` (the epoch's permutation of the examples) and ``key_steps``; the
 ``s``-th step of the epoch uses ``fold_in(key_steps, s)``.
 
-Each step's info is reduced on the device to one number per field (the mean over
-per-particle or per-chain axes; booleans as fractions) and written into a buffer of
-``chunk_len`` entries, so a chunk returns a few kilobytes whatever the learner reports.
+Each recorded step's info is reduced on the device to one number per field (the mean
+over per-particle or per-chain axes; booleans as fractions) and written into a buffer
+of ``chunk_len`` entries, so a chunk returns a few kilobytes whatever the learner
+reports.  With ``info_every = k > 1`` only global steps ``g`` with ``(g + 1) % k == 0``
+compute their info: a ``lax.cond`` on the step's index runs the step either with the
+info or without it (so XLA leaves out what only the info needs, e.g. the norm of the
+ascent direction); which one a step runs depends only on its index, so results do
+not depend on where chunks start and stop.
 
 The chunk is compiled ahead of time for the shapes of its arguments and cached per
 learner step, :class:`ChunkSpec` and argument shapes, so a repeated fit neither
@@ -66,7 +71,7 @@ class ChunkSpec(NamedTuple):
     index_key: str | None
     stop_on_nonfinite: bool
     block: int  # steps of a block (see block_size); 1: no block loops
-    step_info: bool  # False: no info recorded (and none computed)
+    info_every: int  # record the info of steps g with (g + 1) % info_every == 0; 0: none (and none computed)
 
 
 class ChunkOut(NamedTuple):
@@ -154,8 +159,10 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
     decoders = dict(spec.decoders)
     scan_blocks = block > 1 and not spec.stop_on_nonfinite
 
+    every = spec.info_every
+
     def summary_of(info):
-        return summarize_info(info) if spec.step_info else {}
+        return summarize_info(info) if every else {}
 
     def batch_of(data, perm, s):
         if spec.shuffle:
@@ -183,8 +190,19 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
 
             def one_step(state, g):
                 s = g - first
-                new_state, info = learner.step(fold_in(key_steps, s), state, batch_of(data, perm, s))
-                return new_state, summary_of(info)
+                key, batch = fold_in(key_steps, s), batch_of(data, perm, s)
+                if every <= 1:
+                    new_state, info = learner.step(key, state, batch)
+                    return new_state, summary_of(info)
+
+                def with_info(state):
+                    new_state, info = learner.step(key, state, batch)
+                    return new_state, summary_of(info)
+
+                def without_info(state):
+                    return learner.step(key, state, batch)[0], {k: jnp.zeros((), v.dtype) for k, v in info_like.items()}
+
+                return jax.lax.cond((g + 1) % every == 0, with_info, without_info, state)
 
             def single_steps(carry, until):  # steps g .. until-1, one per iteration
                 def step_body(carry):

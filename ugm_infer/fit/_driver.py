@@ -19,6 +19,7 @@ from ugm_infer.fit._arguments import (
     check_int,
     check_learner,
     check_optimizer,
+    resolve_info_every,
     resolve_progress,
 )
 from ugm_infer.fit._checkpoint import FORMAT, CheckpointWriter, NonFiniteState, read_checkpoint, restore_state
@@ -64,7 +65,7 @@ class _Setup(NamedTuple):
     max_chunk: int  # most steps of a chunk: steps_per_jit, or whole blocks within the default
     eval_every: int | None
     check_finite: str | None
-    step_info: bool
+    info_every: int  # record the learner's info every this many steps (0: never), from `step_info`
     callbacks: tuple
     show_progress: bool
     checkpoint_dir: str | None
@@ -88,7 +89,7 @@ class _Setup(NamedTuple):
             "num_epochs": self.num_epochs,
             "chunk_len": self.chunk_len,
             "check_finite": self.check_finite or "off",
-            "step_info": self.step_info,
+            "step_info": self.info_every or False,
             "data_fingerprint": self.fingerprint,
             "key_data": np.asarray(jax.random.key_data(self.key)).tolist(),
             "key_impl": str(jax.random.key_impl(self.key)),
@@ -111,7 +112,8 @@ def _validate(learner, rng_key, data, params, num_epochs, batch_size, shuffle, s
     checkpoint_every = check_int(checkpoint_every, "checkpoint_every", 1, allow_none=True)
     max_steps = check_int(max_steps, "max_steps", 1, allow_none=True)
     check_finite = check_check_finite(check_finite)
-    for name, flag in (("shuffle", shuffle), ("resume", resume), ("step_info", step_info)):
+    resolve_info_every(step_info, 1)  # a bad value fails before the data are read
+    for name, flag in (("shuffle", shuffle), ("resume", resume)):
         if not isinstance(flag, bool):
             raise ValueError(f"`{name}` must be True or False, got {flag!r}")
     show_progress = resolve_progress(progress)
@@ -152,7 +154,8 @@ def _validate(learner, rng_key, data, params, num_epochs, batch_size, shuffle, s
     block = block_size(steps_per_epoch, chunk_len) if _block_loops() else 1
     max_chunk = steps_per_jit or block * (chunk_len // block)
     return _Setup(learner, name, key, train, held_out, params, num_epochs, batch_size, shuffle, steps_per_epoch,
-                  total_steps, chunk_len, block, max_chunk, eval_every, check_finite, step_info, callbacks, show_progress,
+                  total_steps, chunk_len, block, max_chunk, eval_every, check_finite,
+                  resolve_info_every(step_info, steps_per_epoch), callbacks, show_progress,
                   checkpoint_dir, checkpoint_every, resume, fingerprint(train))  # fmt: skip
 
 
@@ -282,7 +285,7 @@ class _Run:
         s = self.setup
         spec = ChunkSpec(s.train.num_examples, s.batch_size, s.steps_per_epoch, s.chunk_len, s.shuffle,
                          tuple(sorted(s.train.decoders.items())), batch_index_key(s.learner), stop_on_nonfinite,
-                         s.block, s.step_info)  # fmt: skip
+                         s.block, s.info_every)  # fmt: skip
         t = time.perf_counter()
         chunk = compiled_chunk(s.learner, spec, self._chunk_args(self.state, self.step, 0))
         self.history.timing["compile_seconds"] += time.perf_counter() - t
@@ -331,7 +334,7 @@ class _Run:
             out = self._compile(True)(*self._chunk_args(state, step, end - step))
             infos, done, finite = jax.device_get((out.infos, out.done, out.finite))
         done = int(done)
-        self.history.add_steps({k: v[:done] for k, v in infos.items()}, step, done, s.steps_per_epoch)
+        self.history.add_steps({k: v[:done] for k, v in infos.items()}, step, done, s.steps_per_epoch, s.info_every)
         self.history.close_epochs(step, step + done, s.steps_per_epoch, self.history.timing["train_seconds"])
         self.committed = (out.state, step + done)
         if self.bar is not None:
@@ -460,7 +463,7 @@ def fit(
     eval_data: Any = None,
     max_steps: int | None = None,
     check_finite: str | bool = "chunk",
-    step_info: bool = True,
+    step_info: bool | int | str = "auto",
 ) -> FitResult:
     # Long because its docstring documents every argument; the body is a short sequence of named steps.
     """Train ``learner`` on ``data`` by minibatch stochastic approximation.
@@ -560,12 +563,17 @@ def fit(
         ``False``: no check (a state with NaN/inf is still never written to a
         checkpoint; a warning says so).
     step_info
-        ``True`` (default): record the learner's info of every step in
-        ``history["steps"]`` (and its epoch means in ``history["epochs"]``).  ``False``:
-        record none, and the compiled step leaves out what only the info needs (for
-        a PCD update of an RBM 784-500 on a CPU about 10-15% of its time, most of it
-        the norm of the ascent direction).  Another compiled program: results may
-        differ from ``True`` in the last bits.
+        Which steps record the learner's info (its :class:`NamedTuple` of diagnostics,
+        e.g. the gradient norm) in ``history["steps"]``, whose epoch means go to
+        ``history["epochs"]``.  ``"auto"`` (default): every 10th step (every
+        ``steps_per_epoch``-th when an epoch is shorter), steps 10, 20, ... counting
+        from 1; an int ``k``: every ``k``-th step; ``True``: every step; ``False``:
+        none.  A step that records nothing is compiled without what only the info
+        needs (for a PCD update of an RBM 784-500 on a CPU recording every step costs
+        10-15% of its time, most of it the norm of the ascent direction): pass
+        ``True`` when every step's value matters (e.g. counting the updates that
+        resampled).  Another setting compiles another program: results may differ in
+        the last bits.
 
     Returns
     -------

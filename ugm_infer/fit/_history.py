@@ -121,23 +121,44 @@ class History:
     def add_eval(self, record: Mapping[str, float]) -> None:
         self.tables["evaluations"].append({k: [v] for k, v in record.items()}, 1)
 
-    def add_steps(self, fields: Mapping[str, np.ndarray], first_step: int, count: int, steps_per_epoch: int) -> None:
-        """Rows for steps ``first_step + 1 ... first_step + count`` (``fields``: one array of ``count`` per field)."""
+    def add_steps(
+        self, fields: Mapping[str, np.ndarray], first_step: int, count: int, steps_per_epoch: int, every: int = 1
+    ) -> None:
+        """Rows for steps ``first_step + 1 ... first_step + count`` (``fields``: one array of ``count`` per field).
+
+        With ``every > 1`` only the steps that are multiples of ``every`` (those whose info
+        was computed) get a row; with ``every = 0`` (no info) every step gets a row of its
+        step and epoch index.
+        """
         steps = np.arange(first_step + 1, first_step + count + 1)
-        self.tables["steps"].append({**fields, "step": steps, "epoch_index": (steps - 1) // steps_per_epoch}, count)
+        if every > 1:
+            kept = steps % every == 0
+            steps, fields = steps[kept], {k: np.asarray(v)[kept] for k, v in fields.items()}
+        self.tables["steps"].append({**fields, "step": steps, "epoch_index": (steps - 1) // steps_per_epoch}, len(steps))
 
     def close_epochs(self, before: int, after: int, steps_per_epoch: int, wall_time: float) -> None:
-        """Rows for the epochs completed between step ``before`` and step ``after``."""
+        """Rows for the epochs completed between step ``before`` and step ``after``.
+
+        An epoch's ``{field}_mean`` averages the step rows recorded in it (all of its steps,
+        or every ``k``-th); NaN for an epoch without a recorded value.
+        """
         steps = self.tables["steps"]
         epochs = np.arange(before // steps_per_epoch + 1, after // steps_per_epoch + 1)
         if not epochs.size:
             return
         rec = {"epoch": epochs, "step": epochs * steps_per_epoch, "wall_time": np.full(epochs.size, wall_time)}
-        lo, hi = (epochs[0] - 1) * steps_per_epoch, epochs[-1] * steps_per_epoch
-        if steps.n >= hi and steps.column("step")[lo] == lo + 1:  # every step of these epochs is recorded
-            for k in steps.columns:
-                if k not in ("step", "epoch_index"):
-                    rec[f"{k}_mean"] = steps.column(k)[lo:hi].reshape(epochs.size, steps_per_epoch).mean(axis=1)
+        fields = [k for k in steps.columns if k not in ("step", "epoch_index")]
+        if fields:
+            # rows of steps (lo, hi]: the step column is increasing
+            lo, hi = (epochs[0] - 1) * steps_per_epoch, epochs[-1] * steps_per_epoch
+            step_col = steps.column("step")
+            first, last = np.searchsorted(step_col, [lo + 1, hi + 1])
+            which = steps.column("epoch_index")[first:last] - (epochs[0] - 1)
+            counts = np.bincount(which, minlength=epochs.size).astype(np.float64)
+            for k in fields:
+                values = steps.column(k)[first:last]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    rec[f"{k}_mean"] = np.bincount(which, weights=values, minlength=epochs.size) / counts
         self.tables["epochs"].append(rec, epochs.size)
 
     def truncate(self, step: int) -> None:
