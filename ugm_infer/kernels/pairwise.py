@@ -39,9 +39,10 @@ from ugm_infer.kernels.checkerboard import uniform
 __all__ = ["CouplingLogDensity", "sequential_update", "single_site_runs"]
 
 #: chunks of at most this many sites run as straight-line code; longer ones in a loop that
-#: visits this many sites per iteration (a dense 16-unit BM's PCD step then compiles in
-#: less than half the time of straight-line code, and runs as fast with 100 chains)
-UNROLL = 4
+#: visits this many sites per iteration (a dense 16-unit BM's PCD step with 100 chains then
+#: compiles in less than half the time of straight-line code and runs faster; 2 per
+#: iteration ran 5% faster than 4 and 10% faster than 1, ``benchmarks/bench_dense.py``)
+UNROLL = 2
 
 
 class CouplingLogDensity:
