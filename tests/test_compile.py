@@ -40,3 +40,12 @@ def test_lattice_samples_are_the_same_bits_at_every_vector_width(monkeypatch, ch
     sampling._RUN_CACHE.clear()
     for a, b in zip(jax.tree.leaves(runs["256"]), jax.tree.leaves(runs["512"]), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_driver_called_inside_a_jit_is_a_plain_nested_jit(monkeypatch):
+    monkeypatch.setenv(_compile.ENV_VECTOR_WIDTH, "512")
+    double = _compile.jit(lambda x: 2 * x)
+    assert float(double(jnp.float32(1.5))) == 3.0  # top level: compiled with the options
+    assert float(jax.jit(lambda x: double(x) + 1)(jnp.float32(1.5))) == 4.0  # nested: no options, no error
+    assert float(jax.vmap(double)(jnp.ones(2))[0]) == 2.0
+    assert "dot" not in double.lower(jnp.float32(1.0)).as_text()

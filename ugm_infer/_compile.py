@@ -56,7 +56,38 @@ def compiler_options() -> dict[str, Any] | None:
     return None if width is None else {"xla_cpu_prefer_vector_width": width}
 
 
+def _tracing() -> bool:
+    """Whether a JAX transformation is tracing (where a ``jax.jit`` is nested and takes no compiler options)."""
+    try:
+        from jax._src import core
+
+        return not core.trace_state_clean()
+    except (ImportError, AttributeError):  # no such API: take the options only where they are accepted
+        return True
+
+
+class _Jitted:
+    """A function jitted twice: with the options when called at the top level, without them inside a trace."""
+
+    __slots__ = ("_with_options", "_plain", "__wrapped__")
+
+    def __init__(self, fn: Callable, options: dict[str, Any], kwargs: dict):
+        self._with_options = jax.jit(fn, compiler_options=options, **kwargs)
+        self._plain = jax.jit(fn, **kwargs)
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        return (self._plain if _tracing() else self._with_options)(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return (self._plain if _tracing() else self._with_options).lower(*args, **kwargs)
+
+
 def jit(fn: Callable, **kwargs) -> Callable:
-    """``jax.jit(fn, **kwargs)`` compiled with :func:`compiler_options`."""
+    """``jax.jit(fn, **kwargs)`` compiled with :func:`compiler_options` where it is called outside a trace.
+
+    Inside another ``jit`` (or any transformation) it is a plain nested ``jax.jit``: XLA
+    takes compiler options only for a top-level program, which then decides them.
+    """
     options = compiler_options()
-    return jax.jit(fn, compiler_options=options, **kwargs) if options else jax.jit(fn, **kwargs)
+    return _Jitted(fn, options, kwargs) if options else jax.jit(fn, **kwargs)
