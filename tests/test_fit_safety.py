@@ -140,6 +140,20 @@ def _ctrl_c_at(step):
     return callback
 
 
+def test_a_sigint_during_training_stops_at_the_next_chunk_boundary(tmp_path):
+    # the signal (what Ctrl-C sends) arrives mid-run; fit stops after the chunk it interrupts, checkpoints, and
+    # restores Python's handler
+    def sigint_at_step_5(progress):
+        if progress.step == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    kw = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, steps_per_jit=5, eval_fn=None)
+    with pytest.raises(FitInterrupted) as info:
+        fit(NOISY, jax.random.key(11), DATA, checkpoint_dir=tmp_path, callbacks=[sigint_at_step_5], **kw)
+    assert info.value.step == 5 and load_checkpoint(tmp_path)["meta"]["step"] == 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_ctrl_c_writes_a_checkpoint_and_resuming_is_bit_identical(tmp_path):
     # chunks of 3 steps (and epoch ends): the interruption falls mid-epoch, between periodic checkpoints
     kw = dict(params=ZERO_PARAMS, num_epochs=3, batch_size=10, progress=False, steps_per_jit=3, eval_every=1)

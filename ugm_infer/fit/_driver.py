@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -424,14 +427,48 @@ class _Run:
         return FitInterrupted(f"ui.fit interrupted after step {self.step}: {how}", self.step, self.result(), where)
 
 
-def _train(run: _Run) -> None:
+@contextlib.contextmanager
+def _ctrl_c_between_chunks():
+    """Turn a first Ctrl-C into ``KeyboardInterrupt`` at the next point between chunks; yields ``interrupted()``.
+
+    Python raises ``KeyboardInterrupt`` wherever the interpreter happens to be when the
+    signal arrives; while a chunk runs that can be a garbage-collector callback, where
+    the exception is printed and dropped, and training would go on.  Here the first
+    SIGINT only sets a flag (and restores the previous handler, so a second Ctrl-C
+    interrupts at once); the loop raises at its next check.  Only in the main thread,
+    and only over Python's default handler (a handler of the caller's is left alone).
+    """
+    caught = []
+
+    def handler(signum, frame):
+        caught.append(signum)
+        signal.signal(signal.SIGINT, previous)
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        current = signal.getsignal(signal.SIGINT)
+        if current is signal.default_int_handler:
+            previous = current
+            signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(caught)
+    finally:
+        if previous is not None and signal.getsignal(signal.SIGINT) is handler:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _train(run: _Run, interrupted: Callable[[], bool] = lambda: False) -> None:
     """The loop: chunk, evaluation, callbacks, checkpoint, until the end or a callback stops it."""
     s = run.setup
     if run.step == 0 and run.schedule.enabled:
         run.evaluate()
     stop = False
     while run.step < s.total_steps and not stop:
+        if interrupted():
+            raise KeyboardInterrupt
         run.train_chunk(run.next_end())
+        if interrupted():
+            raise KeyboardInterrupt
         metrics = run.evaluate() if run.schedule.due(run.step, run.history.timing) else None
         stop = run.call_back(metrics)
         if stop and metrics is None and run.schedule.enabled:
@@ -604,7 +641,8 @@ def fit(
     run = _Run(setup, evaluation)
     try:
         run.start()
-        _train(run)
+        with _ctrl_c_between_chunks() as interrupted:
+            _train(run, interrupted)
     except KeyboardInterrupt as err:
         if isinstance(err, FitInterrupted):
             raise
