@@ -158,7 +158,6 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
     spe, size, block = spec.steps_per_epoch, spec.batch_size, spec.block
     decoders = dict(spec.decoders)
     scan_blocks = block > 1 and not spec.stop_on_nonfinite
-
     every = spec.info_every
 
     def summary_of(info):
@@ -191,9 +190,6 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
             def one_step(state, g):
                 s = g - first
                 key, batch = fold_in(key_steps, s), batch_of(data, perm, s)
-                if every <= 1:
-                    new_state, info = learner.step(key, state, batch)
-                    return new_state, summary_of(info)
 
                 def with_info(state):
                     new_state, info = learner.step(key, state, batch)
@@ -202,6 +198,8 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
                 def without_info(state):
                     return learner.step(key, state, batch)[0], {k: jnp.zeros((), v.dtype) for k, v in info_like.items()}
 
+                if every <= 1:
+                    return with_info(state)
                 return jax.lax.cond((g + 1) % every == 0, with_info, without_info, state)
 
             def single_steps(carry, until):  # steps g .. until-1, one per iteration
