@@ -592,7 +592,8 @@ def fit(
         for step budgets and for testing interruption.
     check_finite
         ``"chunk"`` (default): after every compiled chunk, check that the parameters
-        and every number the learner reports are finite; if not, replay the chunk with
+        and every number the learner reports (on the steps that record their info,
+        see ``step_info``) are finite; if not, replay the chunk with
         a check after every update to find the step, and raise :class:`FitDiverged`.
         ``"step"``: check after every update inside the chunk (stops at the first
         non-finite step without a replay; costs a little on every step, and compiles
