@@ -363,6 +363,57 @@ def test_chains_last_sweep_is_the_chains_first_sweep_bit_for_bit(periodic, domai
         checkerboard.build_sweep(layout, chains_last=True)
 
 
+@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "binary")])
+@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
+@pytest.mark.parametrize("track_changes", [True, False])
+def test_straight_line_sweep_is_the_half_sweep_loop_bit_for_bit(periodic, domain, num_sweeps, reverse, track_changes):
+    # straight=True (the colours of a sweep as straight-line code, for carried words): the same words and flags
+    layout = checkerboard.LatticeLayout(6, 8, periodic, domain, "float32")
+    x = jax.random.bernoulli(jax.random.key(5), 0.5, (3, 6, 8)).astype(jnp.float32)
+    words = jax.vmap(layout.pack)(x)
+    keys = jax.random.split(jax.random.key(6), 3)
+    table = layout.thresholds(0.4, -0.2, 1.0)
+    runs = [
+        jax.jit(jax.vmap(checkerboard.build_sweep(layout, num_sweeps, reverse, track_changes, straight=straight),
+                         in_axes=(0, 0, 0, None)))(keys, *words, table)
+        for straight in (False, True)
+    ]  # fmt: skip
+    jax.tree.map(np.testing.assert_array_equal, runs[0], runs[1])
+    assert not np.array_equal(np.asarray(runs[0][0]), np.asarray(words[0]))
+
+
+@pytest.mark.parametrize("chains", [1, 3])
+def test_sample_steps_few_carried_chains_as_single_steps_bit_for_bit(chains):
+    # fewer than MIN_CHAINS_LAST chains that ui.sample's loop carries are swept with straight-line colours: the
+    # same draws, counts and final state as stepping the plain states one jitted step at a time
+    model = ui.models.lattice_ising(6, 8)
+    params = model.init_params(J=0.3, h=0.1)
+    x0 = model.random_state(jax.random.key(0), chains)
+    algorithm = ui.kernels.gibbs(model, params)
+    out = ui.sample(jax.random.key(1), algorithm, x0, 4, thin=2)
+    assert not type(out.final_state).carried and not type(out.final_state).chains_last
+    keys = jax.random.split(jax.random.split(jax.random.key(1))[1], (4, 2, chains))  # ui.sample's chain keys
+    step = jax.jit(jax.vmap(algorithm.step))
+    state = jax.vmap(algorithm.init)(x0)
+    assert not type(state).carried
+    for draw in range(4):
+        for j in range(2):
+            state, info = step(keys[draw, j], state)
+        np.testing.assert_array_equal(np.asarray(out.states["s"][:, draw]), np.asarray(state.position["s"]))
+        np.testing.assert_array_equal(np.asarray(out.infos.num_changed[:, draw]), np.asarray(info.num_changed))
+    jax.tree.map(np.testing.assert_array_equal, tuple(out.final_state), tuple(state))
+    # the carried run has no conditional (no half-sweep switch); a lone step (one draw) keeps it
+    from ugm_infer import sampling
+    from ugm_infer.kernels._common import recipe_of
+
+    def conditionals(num_samples):
+        ui.sample(jax.random.key(1), algorithm, x0, num_samples)
+        run = next(reversed(sampling._RUN_CACHE.values()))
+        return run.lower(jax.random.key(1), x0, None, recipe_of(algorithm).args).compile().as_text().count(" conditional(")
+
+    assert conditionals(4) == 0 and conditionals(1) >= 1
+
+
 @pytest.mark.parametrize("periodic", [True, False])
 def test_sample_steps_many_chains_last_bit_for_bit(periodic, monkeypatch):
     # ui.sample keeps 8 or more chains on the trailing axis: the same draws, energies, counts and final state as
@@ -460,7 +511,8 @@ def test_a_sweep_between_pack_and_unpack_hashes_each_colour_once():
 
 
 @pytest.mark.parametrize("name", ["ising", "potts"])
-def test_sample_programs_hash_each_colour_once(name):
+@pytest.mark.parametrize("chains", [1, 3, 16])
+def test_sample_programs_hash_each_colour_once(name, chains):
     # whatever the number of draws and the thinning, ui.sample's compiled run hashes each colour once per sweep:
     # the chains-last sweep (straight-line colours) is taken only where a loop carries every step
     if name == "ising":
@@ -473,7 +525,7 @@ def test_sample_programs_hash_each_colour_once(name):
     from ugm_infer.kernels._common import recipe_of
 
     algorithm = ui.kernels.gibbs(model, params)
-    x0 = model.random_state(jax.random.key(1), 16)
+    x0 = model.random_state(jax.random.key(1), chains)
     counts = {}
     for num_samples, thin in ((5, 1), (1, 1), (1, 2), (3, 2), (1, 3)):
         ui.sample(jax.random.key(2), algorithm, x0, num_samples, thin=thin, keep_states=False)

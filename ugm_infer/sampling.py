@@ -388,7 +388,7 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
 
         def record(state, info):
             recorded = energies(params, state) if model is not None else None
-            state = chains_first(state) if axis else state
+            state = chains_first(state)
             traced = trace(state, info)
             if trace_fn is not None and any(
                 jnp.ndim(x) < 1 or jnp.shape(x)[0] != num_chains for x in jax.tree.leaves(traced)
@@ -425,6 +425,6 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         final, outs = draws(states, key_draw, num_samples)
         # (draw, chain, ...) -> (chain, draw, ...)
         outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
-        return chains_first(final) if axis else final, outs
+        return chains_first(final), outs
 
     return run

@@ -147,9 +147,11 @@ def chains_last(states, num_chains: int, carried: bool = True) -> tuple[Any, int
     :class:`~ugm_infer.kernels.checkerboard.LatticeGibbsState` and
     :class:`~ugm_infer.kernels.potts_lattice.PottsLatticeState`) keeps many chains on the
     trailing axis of every leaf: its states are converted once (one transpose) and
-    ``axis = -1``, for ``jax.vmap(step, in_axes=(0, axis), out_axes=(axis, 0))``.  Any
-    other state, fewer than :data:`MIN_CHAINS_LAST` chains, or ``carried=False``, is
-    returned as it is with ``axis = 0``.  :func:`chains_first` converts back.
+    ``axis = -1``, for ``jax.vmap(step, in_axes=(0, axis), out_axes=(axis, 0))``.  Fewer
+    than :data:`MIN_CHAINS_LAST` chains stay chains-first (``axis = 0``), marked as a
+    loop's carry where the type offers it (``as_carried``: the lattice Ising sweep then
+    writes its colours as straight-line code).  Any other state, or ``carried=False``,
+    is returned as it is with ``axis = 0``.  :func:`chains_first` converts back.
 
     ``carried`` says that the driver runs every step inside a loop that carries the
     states (a scan of at least two steps, or a step in the body of one): the
@@ -159,8 +161,11 @@ def chains_last(states, num_chains: int, carried: bool = True) -> tuple[Any, int
     update recomputed by every reader (tens of times slower).
     """
     to_last = getattr(type(states), "with_chains_last", None)
-    if to_last is None or num_chains < MIN_CHAINS_LAST or not carried:
+    if to_last is None or not carried:
         return states, 0
+    if num_chains < MIN_CHAINS_LAST:
+        as_carried = getattr(type(states), "as_carried", None)
+        return (states if as_carried is None else as_carried(states)), 0
     return to_last(states), -1
 
 

@@ -332,13 +332,18 @@ def build_kernel(
         position, _ = jax.lax.scan(lambda p, k: (sweep(k, p, logdensity_fn), None), start, split_key(rng_key, num_sweeps))
         return position
 
-    def run_lattice(rng_key, layout, words, logdensity_fn, chains_last=False):
-        """The new words (with change flags); with ``chains_last`` (a batched state's layout) also the count."""
-        if (layout, chains_last) not in lattice_sweeps:
-            sweep = checkerboard.build_sweep(layout, num_sweeps, reverse, track_changes=True, chains_last=chains_last)
-            lattice_sweeps[layout, chains_last] = sweep
+    def run_lattice(rng_key, layout, words, logdensity_fn, chains_last=False, straight=False):
+        """The new words (with change flags); with ``chains_last`` (a batched state's layout) also the count.
+
+        ``straight``: words a loop carries (:meth:`~ugm_infer.kernels.checkerboard.LatticeGibbsState.as_carried`).
+        """
+        if (layout, chains_last, straight) not in lattice_sweeps:
+            sweep = checkerboard.build_sweep(
+                layout, num_sweeps, reverse, track_changes=True, chains_last=chains_last, straight=straight
+            )
+            lattice_sweeps[layout, chains_last, straight] = sweep
         table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
-        return lattice_sweeps[layout, chains_last](rng_key, *words, table)
+        return lattice_sweeps[layout, chains_last, straight](rng_key, *words, table)
 
     def run_potts(rng_key, lat, sites, logdensity_fn, chains_last=False):
         """``(a, b, c, d, num_changed)`` after the sweeps (``chains_last``: the layout of a batched state)."""
@@ -356,7 +361,7 @@ def build_kernel(
                 even, odd, changed = run_lattice(rng_key, layout, tuple(state), logdensity_fn, chains_last=True)
                 return type(state)(even, odd), GibbsInfo(changed)
             if scan == "block" and same:  # the words carry change flags: counted without the old words
-                words = run_lattice(rng_key, layout, tuple(state), logdensity_fn)
+                words = run_lattice(rng_key, layout, tuple(state), logdensity_fn, straight=type(state).carried)
                 return type(state)(*words), GibbsInfo(checkerboard.count_flags(*words))
             # another target or scan order: the generic sweep of the unpacked position
             words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])

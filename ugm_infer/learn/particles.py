@@ -260,7 +260,7 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
     else:  # each chain splits its key into its steps' keys
         step_keys = jnp.swapaxes(jax.vmap(lambda key: split_key(key, num_steps))(keys), 0, 1)
         states, infos = jax.lax.scan(lambda s, k: step(k, s), states, step_keys)
-    positions = jax.vmap(lambda state: state.position)(chains_first(states) if axis else states)
+    positions = jax.vmap(lambda state: state.position)(chains_first(states))
     return positions, _mean_over_steps(infos)
 
 

@@ -309,7 +309,7 @@ def _build_run(
         zero = jnp.zeros((num_runs,), betas.dtype)  # float32, or float64 with x64 and float64 params
         steps = (betas[:-1], betas[1:], jnp.arange(betas.shape[0] - 1))
         (states, total, _), _ = jax.lax.scan(step, (states, zero, zero), steps)
-        return jax.vmap(lambda state: state.position)(chains_first(states) if axis else states), total
+        return jax.vmap(lambda state: state.position)(chains_first(states)), total
 
     return _compile.jit(run)
 
