@@ -362,7 +362,7 @@ def build_kernel(
                 return type(state)(even, odd), GibbsInfo(changed)
             if scan == "block" and same:  # the words carry change flags: counted without the old words
                 words = run_lattice(rng_key, layout, tuple(state), logdensity_fn, straight=type(state).carried)
-                return type(state)(*words), GibbsInfo(checkerboard.count_flags(*words))
+                return type(state)(*words), GibbsInfo(checkerboard.count_flags(*words, reverse))
             # another target or scan order: the generic sweep of the unpacked position
             words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])
             return type(state)(*words), GibbsInfo(checkerboard.count_changed(tuple(state), words))
@@ -385,7 +385,7 @@ def build_kernel(
         if layout is not None:  # a plain state under a lattice density: sweep in the lattice layout
             words = run_lattice(rng_key, layout, layout.pack(start[layout.name]), logdensity_fn)
             position = {layout.name: layout.unpack(*words)}
-            return GibbsState(position), GibbsInfo(checkerboard.count_flags(*words))
+            return GibbsState(position), GibbsInfo(checkerboard.count_flags(*words, reverse))
         position = run(rng_key, start, logdensity_fn)
         return GibbsState(position), GibbsInfo(_updates.count_changed(start, position))
 
