@@ -453,6 +453,21 @@ def test_sample_with_many_chains_matches_enumeration():
     assert_distribution_differs(idx, wrong, label="beta ignored")
 
 
+def test_sample_with_few_carried_chains_matches_enumeration():
+    # fewer than MIN_CHAINS_LAST chains in a loop: the straight-line chains-first sweep, draws SWEEPS sweeps apart,
+    # against the exact joint of (energy, magnetisation) on a 4x4 torus
+    model = ui.models.lattice_ising(4, 4)
+    params = model.init_params(J=0.35, h=0.15)
+    probs, cell = energy_magnetisation_cells(model, params, 0.8)
+    start = model.random_state(jax.random.key(7), 4)
+    gibbs = ui.kernels.gibbs(model, params, beta=0.8)
+    out = ui.sample(jax.random.key(8), gibbs, start, CHAINS // 4, num_warmup=SWEEPS, thin=SWEEPS)
+    idx = cell({"s": out.states["s"].reshape(-1, 4, 4)})
+    assert_distribution_matches(idx, probs, label="ui.sample, 4 carried chains, 4x4 torus")
+    wrong, _ = energy_magnetisation_cells(model, params, 0.2)
+    assert_distribution_differs(idx, wrong, label="beta ignored")
+
+
 @pytest.mark.parametrize("num_sweeps", [1, 3])
 def test_learners_step_many_particles_last_bit_for_bit(num_sweeps, monkeypatch):
     # a PCD learner advances 8 or more particles of a lattice model in the chains-last layout: the same
