@@ -11,7 +11,7 @@ matplotlib, arviz should be).
 Run::
 
     python benchmarks/bench_import.py                # 15 repeats, writes benchmarks/results/bench_import.json
-    python benchmarks/bench_import.py --quick        # 2 repeats, for CI
+    python benchmarks/bench_import.py --quick        # 1 repeat, for CI
 
 The machine may be shared: the JSON records the load average before and after.
 """
@@ -66,13 +66,13 @@ def time_import(stmt: str) -> tuple[float, list[str]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--quick", action="store_true", help="2 repeats (smoke test)")
+    p.add_argument("--quick", action="store_true", help="1 repeat (smoke test)")
     p.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
     args = p.parse_args()
     args.out = args.out or str(ROOT / "benchmarks" / "results" / "bench_import.json")
     if args.quick and args.out == str(ROOT / "benchmarks" / "results" / "bench_import.json"):
         args.out = args.out.replace(".json", "_quick.json")
-    repeats = 2 if args.quick else args.repeats
+    repeats = 1 if args.quick else args.repeats
     load_before = os.getloadavg()
     names = list(CASES)
     times: dict[str, list[float]] = {n: [] for n in names}

@@ -50,7 +50,7 @@ SCRIPTS = {
     "bench_lattice.py": ([], None),
     "bench_lattice_potts.py": ([], None),
     "bench_log_z.py": ([], None),
-    "bench_memory.py": (["--plain"], None),  # with the hand-written sweeps, each in its own process
+    "bench_memory.py": ([], None),
     "bench_multispin.py": ([], None),
     "bench_numpyro_mixed.py": (["--problems", "spike_slab", "--samplers", "ugm_gibbs,discrete_hmc_gibbs"], None),
     "bench_pcd_sklearn.py": ([], None if MNIST.exists() else f"{MNIST} not found"),
