@@ -98,6 +98,21 @@ def random_spins(rng_key, chains: int, size: int, dtype) -> jax.Array:
     return jax.jit(build)(rng_key)
 
 
+def memory_record(state_mb, seconds, rss_imports, rss_runtime, rss_state, reset, peak) -> dict:
+    """The figures every contender reports: resident sizes before the call, its peak and the ratios."""
+    return {
+        "state_mb": state_mb,
+        "seconds_including_compile": seconds,
+        "rss_mb_after_imports": rss_imports,
+        "rss_mb_after_first_jax_operation": rss_runtime,
+        "rss_mb_after_state": rss_state,
+        "peak_reset_before_sample": reset,
+        "peak_rss_mb_during_sample": peak,
+        "ratio_peak_over_imports_plus_state": peak / (rss_imports + state_mb),
+        "ratio_peak_over_runtime_plus_state": peak / (rss_runtime + state_mb),
+    }
+
+
 def measure_hand(args, contender: str) -> dict:
     """The memory steps of :func:`main` for a hand-written sweep from the same float32 start."""
     rss_imports = status_mb("VmRSS")
@@ -117,18 +132,7 @@ def measure_hand(args, contender: str) -> dict:
     seconds = time.perf_counter() - t0
     state_mb = x0.nbytes / 2**20
     peak = status_mb("VmHWM")
-    return {
-        "contender": contender,
-        "state_mb": state_mb,
-        "seconds_including_compile": seconds,
-        "rss_mb_after_imports": rss_imports,
-        "rss_mb_after_first_jax_operation": rss_runtime,
-        "rss_mb_after_state": rss_state,
-        "peak_reset_before_sample": reset,
-        "peak_rss_mb_during_sample": peak,
-        "ratio_peak_over_imports_plus_state": peak / (rss_imports + state_mb),
-        "ratio_peak_over_runtime_plus_state": peak / (rss_runtime + state_mb),
-    }
+    return {"contender": contender, **memory_record(state_mb, seconds, rss_imports, rss_runtime, rss_state, reset, peak)}
 
 
 def main(argv=None):
@@ -191,18 +195,10 @@ def main(argv=None):
         "num_draws": args.draws,
         "recorded": "default trace (changed sites)" if args.plain else "energies and magnetisation per draw",
         "state_dtype": str(x0["s"].dtype),
-        "state_mb": state_mb,
-        "seconds_including_compile": seconds,
-        "rss_mb_after_imports": rss_imports,
-        "rss_mb_after_first_jax_operation": rss_runtime,
+        **memory_record(state_mb, seconds, rss_imports, rss_runtime, rss_state, reset, peak_sample),
         "rss_mb_baseline_after_model_and_kernel": rss_baseline,
-        "rss_mb_after_state": rss_state,
-        "peak_reset_before_sample": reset,
-        "peak_rss_mb_during_sample": peak_sample,
         "peak_rss_mb_after_reading_final_position": peak_position,
         "ratio_peak_over_baseline_plus_state": peak_sample / (rss_baseline + state_mb),
-        "ratio_peak_over_imports_plus_state": peak_sample / (rss_imports + state_mb),
-        "ratio_peak_over_runtime_plus_state": peak_sample / (rss_runtime + state_mb),
         "ratio_peak_with_final_position_over_baseline_plus_two_states": peak_position / (rss_baseline + 2 * state_mb),
         "ru_maxrss_mb_since_start": peak_rss_mb(),
         "final_mean_abs_magnetisation": float(np.mean(np.abs(mag[-1]))),
