@@ -66,8 +66,12 @@ def test_sample_with_many_chains_matches_enumeration():
     assert_distribution_differs(idx, brute_force(model, params, 0.3), label="beta ignored")
 
 
-# q = 7: the chains-first sweep gathers the couplings (q > MAX_SELECT_STATES), the chains-last one selects them
-@pytest.mark.parametrize("q, periodic", [(3, True), (7, False)])
+# the smallest q whose chains-first sweep gathers the couplings; the chains-last sweep still selects them
+GATHERED_Q = potts_lattice.MAX_SELECT_STATES + 1
+assert GATHERED_Q <= potts_lattice.MAX_SELECT_STATES_CHAINS_LAST
+
+
+@pytest.mark.parametrize("q, periodic", [(3, True), (GATHERED_Q, False)])
 def test_chains_last_is_the_chains_first_sweep_bit_for_bit(q, periodic, monkeypatch):
     """The same draws, counts and final states whichever layout ``ui.sample`` steps the chains in."""
     from collections import OrderedDict
