@@ -1,4 +1,4 @@
-"""ugm_infer.kernels._random: the fused uniforms are jax.random's, bit for bit.
+"""ugm_infer._random: the fused uniforms are jax.random's, bit for bit.
 
 The kernels draw through these functions, so every sampler's output must stay what
 ``jax.random`` would have given: the comparisons are exact, on typed and raw keys,
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ugm_infer.kernels import _random
+from ugm_infer import _random
 
 KEYS = {
     "typed": lambda: jax.random.key(3),
@@ -217,3 +217,47 @@ def test_randint_under_vmap_with_per_chain_bounds_and_its_frequencies():
     n = 120_000
     counts = np.bincount(np.asarray(jax.jit(lambda k: _random.randint(k, (n,), 0, 6))(jax.random.key(4))), minlength=6)
     assert np.sum((counts - n / 6) ** 2 / (n / 6)) < 35.9
+
+
+def _random_state_by_jax_random(model, key, num_chains):
+    """What ``model.random_state`` documents: split the key per variable, ``jax.random.randint``, values by index."""
+    batch = () if num_chains is None else (num_chains,)
+    keys = jax.random.split(key, len(model.variables))
+    return {
+        n: jnp.take(jnp.asarray(d.values, d.dtype), jax.random.randint(k, batch + d.shape, 0, d.num_states), axis=0)
+        for k, (n, d) in zip(keys, model.variables.items())
+    }
+
+
+def test_random_state_is_jax_random_randint_bit_for_bit():
+    # one compiled program draws every variable (the fused hash); the values are jax.random's
+    import ugm_infer as ui
+
+    cases = [(ui.models.lattice_ising(6, 8), KEYS[kind](), 40) for kind in sorted(KEYS)]  # a batch of lattices: rank 3
+    cases += [
+        (ui.models.lattice_ising(5, 4, domain="binary", dtype=jnp.int8), KEYS["typed"](), None),
+        (ui.models.rbm(7, 3), KEYS["typed"](), 1),  # two variables
+        (ui.models.lattice_potts(4, 6, 3), KEYS["folded"](), 40),
+    ]
+    for model, key, num_chains in cases:
+        got, want = model.random_state(key, num_chains), _random_state_by_jax_random(model, key, num_chains)
+        assert set(got) == set(want)
+        for name in want:
+            assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+            np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(want[name]))
+    domain, key = ui.domains.Categorical((3, 2), 5), KEYS["raw"]()
+    np.testing.assert_array_equal(np.asarray(domain.random(key, (4,))), np.asarray(jax.random.randint(key, (4, 3, 2), 0, 5)))
+    with jax.threefry_partitionable(False):  # JAX's other bit layout: jax.random's numbers still
+        model, key = ui.models.lattice_ising(6, 8), KEYS["typed"]()
+        want = _random_state_by_jax_random(model, key, 40)["s"]
+        np.testing.assert_array_equal(np.asarray(model.random_state(key, 40)["s"]), np.asarray(want))
+
+
+def test_random_state_under_jit_and_vmap_over_keys():
+    import ugm_infer as ui
+
+    model = ui.models.lattice_ising(4, 4)
+    keys = jax.random.split(jax.random.key(2), 3)
+    got = jax.jit(jax.vmap(lambda k: model.random_state(k, 2)))(keys)
+    want = jax.vmap(lambda k: _random_state_by_jax_random(model, k, 2))(keys)
+    np.testing.assert_array_equal(np.asarray(got["s"]), np.asarray(want["s"]))

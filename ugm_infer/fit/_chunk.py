@@ -86,7 +86,7 @@ class ChunkOut(NamedTuple):
 def epoch_keys(key_train: jax.Array, epoch: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(key_perm, key_steps)`` of epoch ``epoch``."""
     # imported here: importing ugm_infer.kernels with ugm_infer would load BlackJAX
-    from ugm_infer.kernels._random import fold_in, split
+    from ugm_infer._random import fold_in, split
 
     key_perm, key_steps = split(fold_in(key_train, epoch))
     return key_perm, key_steps
@@ -153,7 +153,7 @@ def block_size(steps_per_epoch: int, chunk_len: int) -> int:
 
 def _make_chunk(learner: Any, spec: ChunkSpec):
     """``run(state, data, key_train, start, count) -> ChunkOut`` (see the module docstring)."""
-    from ugm_infer.kernels._random import fold_in  # see epoch_keys
+    from ugm_infer._random import fold_in  # see epoch_keys
 
     spe, size, block = spec.steps_per_epoch, spec.batch_size, spec.block
     decoders = dict(spec.decoders)

@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer._random import categorical, computed_once, randint, uniform
+from ugm_infer._random import split as split_key
 from ugm_infer.domains import Binary, Domain, Spin
-from ugm_infer.kernels._random import categorical, computed_once, randint, uniform
-from ugm_infer.kernels._random import split as split_key
 from ugm_infer.structure import Block
 
 Update = Callable[[jax.Array, dict, Callable], dict]

@@ -79,7 +79,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.kernels._random import key_pair, threefry2x32
+from ugm_infer._random import key_pair, threefry2x32
 from ugm_infer.kernels._updates import SiteLogitsLogDensity
 
 __all__ = [

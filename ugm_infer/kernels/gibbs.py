@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
+from ugm_infer._random import split as split_key
 from ugm_infer.kernels import _updates, checkerboard, multispin, pairwise, potts_lattice
 from ugm_infer.kernels._common import (
     attach_recipe,
@@ -64,7 +65,6 @@ from ugm_infer.kernels._common import (
     resolve_structure,
     validate_position,
 )
-from ugm_infer.kernels._random import split as split_key
 
 __all__ = ["GibbsState", "GibbsInfo", "init", "build_kernel", "as_top_level_api", "is_layout_state", "state_logdensity"]
 

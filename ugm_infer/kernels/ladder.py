@@ -39,9 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ugm_infer import _compile
+from ugm_infer._random import fold_in as fold_in_key
+from ugm_infer._random import split as split_key
 from ugm_infer.kernels._common import resolve_logdensity
-from ugm_infer.kernels._random import fold_in as fold_in_key
-from ugm_infer.kernels._random import split as split_key
 
 # the modules, not the same-named API objects that ugm_infer.kernels exports
 pt = importlib.import_module("ugm_infer.kernels.parallel_tempering")

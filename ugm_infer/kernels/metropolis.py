@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
+from ugm_infer._random import randint, uniform
+from ugm_infer._random import split as split_key
 from ugm_infer.kernels import _updates
 from ugm_infer.kernels._common import check_initial_logdensity, check_model, resolve_logdensity, validate_position
-from ugm_infer.kernels._random import randint, uniform
-from ugm_infer.kernels._random import split as split_key
 
 __all__ = ["MetropolisState", "MetropolisInfo", "init", "build_kernel", "as_top_level_api"]
 

@@ -47,8 +47,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.kernels._random import fold_in as fold_in_key
-from ugm_infer.kernels._random import split as split_key
+from ugm_infer._random import fold_in as fold_in_key
+from ugm_infer._random import split as split_key
 from ugm_infer.kernels.checkerboard import key_pair, probability_thresholds, threefry2x32
 
 __all__ = ["pack", "unpack", "build_sweep", "build_chain_kernel", "check_lattice", "lane_counts", "energy"]

@@ -39,9 +39,9 @@ import jax
 import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm
 
+from ugm_infer._random import split as split_key
+from ugm_infer._random import uniform
 from ugm_infer.kernels._common import is_concrete, resolve_logdensity, temper
-from ugm_infer.kernels._random import split as split_key
-from ugm_infer.kernels._random import uniform
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.kernels.gibbs import is_layout_state, state_logdensity

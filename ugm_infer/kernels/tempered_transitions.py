@@ -44,9 +44,9 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.base import SamplingAlgorithm
 
+from ugm_infer._random import split as split_key
+from ugm_infer._random import uniform
 from ugm_infer.kernels._common import resolve_logdensity, temper, validate_position
-from ugm_infer.kernels._random import split as split_key
-from ugm_infer.kernels._random import uniform
 from ugm_infer.kernels.gibbs import build_kernel as gibbs_build_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.kernels.gibbs import is_layout_state, state_logdensity

@@ -80,9 +80,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ugm_infer._random import split as split_key
+from ugm_infer._random import uniform
 from ugm_infer.kernels import gibbs
-from ugm_infer.kernels._random import split as split_key
-from ugm_infer.kernels._random import uniform
 from ugm_infer.latent import mean_field
 from ugm_infer.learn.base import Learner, apply_ascent, check_positive_int, global_norm, is_concrete
 from ugm_infer.learn.particles import advance, gibbs_builder, initial_particles

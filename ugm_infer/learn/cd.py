@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.kernels._random import split as split_key
+from ugm_infer._random import split as split_key
 from ugm_infer.learn.base import Learner, check_positive_int, global_norm
 from ugm_infer.learn.particles import advance
 from ugm_infer.learn.phases import _latent_sampler, latent_names, resolve_negative_phase

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.kernels._random import split as split_key
+from ugm_infer._random import split as split_key
 from ugm_infer.learn.base import Learner, check_nonnegative_float, check_positive_int, global_norm
 from ugm_infer.learn.particles import ess_of, maybe_advance, normalize_log_weights
 from ugm_infer.learn.phases import weighted_negative_phase

@@ -52,10 +52,10 @@ import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm
 from blackjax.smc import ess as smc_ess
 
+from ugm_infer._random import split as split_key
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels import gibbs
 from ugm_infer.kernels._common import chains_first, chains_last
-from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import SCANS
 from ugm_infer.learn.base import check_nonnegative_int, check_positive_int, is_concrete
 

@@ -52,8 +52,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.kernels._random import fold_in as fold_in_key
-from ugm_infer.kernels._random import split as split_key
+from ugm_infer._random import fold_in as fold_in_key
+from ugm_infer._random import split as split_key
 from ugm_infer.learn.base import (
     Learner,
     check_bool,

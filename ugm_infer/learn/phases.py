@@ -40,8 +40,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ugm_infer._random import split as split_key
 from ugm_infer.kernels import gibbs
-from ugm_infer.kernels._random import split as split_key
 from ugm_infer.latent import conditional_model, latent_names, resolve_visible
 from ugm_infer.learn.base import check_positive_int, is_concrete
 

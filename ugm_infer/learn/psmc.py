@@ -83,8 +83,8 @@ import blackjax
 import jax
 import jax.numpy as jnp
 
-from ugm_infer.kernels._random import fold_in as fold_in_key
-from ugm_infer.kernels._random import split as split_key
+from ugm_infer._random import fold_in as fold_in_key
+from ugm_infer._random import split as split_key
 from ugm_infer.learn.base import Learner, check_fraction, check_positive_int, global_norm
 from ugm_infer.learn.particles import (
     ess_of,

@@ -57,7 +57,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from ugm_infer.kernels._random import split as split_key
+from ugm_infer._random import split as split_key
 from ugm_infer.learn.base import Learner, check_model, check_positive_int, global_norm
 from ugm_infer.learn.particles import (
     Alternate,

@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ugm_infer.kernels._random import split as split_key
+from ugm_infer._random import split as split_key
 from ugm_infer.learn.base import (
     Learner,
     apply_ascent,

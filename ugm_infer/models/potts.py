@@ -65,8 +65,8 @@ import numpy as np
 from blackjax import GenerateSamplingAPI
 from blackjax.base import SamplingAlgorithm
 
+from ugm_infer import _random
 from ugm_infer.domains import Categorical
-from ugm_infer.kernels import _random
 from ugm_infer.kernels.potts_lattice import PottsLogDensity
 from ugm_infer.model import EnergyModel
 from ugm_infer.models._common import (

@@ -72,10 +72,10 @@ from blackjax.smc.ess import log_ess
 from jax.scipy.special import xlogy
 
 from ugm_infer import _compile
+from ugm_infer._random import fold_in as fold_in_key
+from ugm_infer._random import split as split_key
 from ugm_infer.kernels import checkerboard, potts_lattice
 from ugm_infer.kernels._common import chains_first, chains_last
-from ugm_infer.kernels._random import fold_in as fold_in_key
-from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.latent import conditional_model, mean_field

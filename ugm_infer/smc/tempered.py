@@ -56,9 +56,9 @@ from blackjax.smc.tempered import TemperedSMCState
 from blackjax.smc.tempered import build_kernel as _fixed_kernel
 
 from ugm_infer import _compile
+from ugm_infer._random import split as split_key
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels._common import resolve_structure
-from ugm_infer.kernels._random import split as split_key
 from ugm_infer.kernels.gibbs import build_kernel as build_gibbs_kernel
 from ugm_infer.kernels.gibbs import init as gibbs_init
 from ugm_infer.kernels.gibbs import is_layout_state
