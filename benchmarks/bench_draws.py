@@ -1,7 +1,7 @@
-"""The fused draws of ``ugm_infer.kernels._random`` against ``jax.random`` on the paths users call.
+"""The fused draws of ``ugm_infer._random`` against ``jax.random`` on the paths users call.
 
 ``ugm_infer`` draws its uniforms, integers, categorical values and keys through
-``ugm_infer.kernels._random``: the same numbers as ``jax.random`` bit for bit, with the
+``ugm_infer._random``: the same numbers as ``jax.random`` bit for bit, with the
 Threefry hash written as array operations that XLA fuses (``jax.random`` runs it as a
 five-iteration loop over whole arrays on the CPU), and keys and large blocks computed
 once (``computed_once``). This script times each path twice in one process, as
@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweeps import machine_info  # noqa: E402
 
 import ugm_infer as ui  # noqa: E402
-from ugm_infer.kernels import _random  # noqa: E402
+from ugm_infer import _random  # noqa: E402
 
 _JAX_RANDOM = {
     "split_key": jax.random.split,

@@ -45,6 +45,7 @@ SCRIPTS = {
     "bench_draws.py": ([], None),
     "bench_energy_check.py": ([], None),
     "bench_ergm_toggle.py": ([], None),
+    "bench_first_call.py": ([], None),
     "bench_fit.py": ([], None if MNIST.exists() else f"{MNIST} not found"),
     "bench_import.py": ([], None),
     "bench_lattice.py": ([], None),
