@@ -29,7 +29,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["categorical", "computed_once", "fold_in", "key_pair", "randint", "split", "threefry2x32", "uniform"]
+__all__ = [
+    "categorical",
+    "categorical_shaped",
+    "computed_once",
+    "drawn_flat",
+    "fold_in",
+    "key_pair",
+    "randint",
+    "split",
+    "threefry2x32",
+    "uniform",
+]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -251,3 +262,27 @@ def randint(rng_key: jax.Array, shape: tuple, minval, maxval) -> jax.Array:
     multiplier = (multiplier * multiplier) % span
     offset = ((higher % span) * multiplier + lower % span) % span
     return lo + offset.astype(jnp.int32)
+
+
+def drawn_flat(draw, rng_key: jax.Array, shape: tuple, *args) -> jax.Array:
+    """``draw(rng_key, shape, *args)``, bit for bit, drawn flat and reshaped.
+
+    For the ``jax.random`` draws whose numbers follow the row-major index of the shape
+    (``split``, ``bits``, ``uniform``, ``randint``, ...).  XLA's CPU compiler takes
+    several times longer over ``jax.random``'s hash loop on a rank-3 array (a batch of
+    lattices, keys per draw, step and chain) than on the same numbers drawn flat.
+    """
+    shape = tuple(int(d) for d in shape)
+    out = draw(rng_key, (math.prod(shape),), *args)
+    return out.reshape(shape + out.shape[1:])
+
+
+def categorical_shaped(rng_key: jax.Array, logits: jax.Array, shape: tuple) -> jax.Array:
+    """``jax.random.categorical(rng_key, logits, axis=-1, shape=shape)``, bit for bit, as a rank-2 draw.
+
+    The logits are broadcast to ``shape`` and flattened to ``(draws, states)`` (see
+    :func:`drawn_flat` for why), then drawn by :func:`categorical`.
+    """
+    shape = tuple(int(d) for d in shape)
+    flat = jnp.broadcast_to(logits, shape + logits.shape[-1:]).reshape(-1, logits.shape[-1])
+    return categorical(rng_key, flat, axis=-1).reshape(shape)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ugm_infer import _random
 
-__all__ = ["Domain", "Binary", "Spin", "Categorical", "random_values"]
+__all__ = ["Domain", "Binary", "Spin", "Categorical"]
 
 
 def _as_shape(shape: Any, argname: str = "shape") -> tuple[int, ...]:
@@ -99,7 +99,7 @@ class Domain:
         The values of ``jax.random.randint(rng_key, shape, 0, num_states)`` mapped by
         :meth:`from_index`, bit for bit, drawn by one compiled program per shape.
         """
-        return _draw((rng_key,), (self._spec(tuple(batch_shape)),))[0]
+        return _draw(rng_key, (self._spec(tuple(batch_shape)),), False)[0]
 
     def _spec(self, batch_shape: tuple[int, ...]) -> tuple:
         """What a draw depends on, hashable: (shape, number of states, values, dtype name)."""
@@ -241,24 +241,19 @@ def _draw_one(rng_key: jax.Array, spec: tuple) -> jax.Array:
     return jnp.take(jnp.asarray(values, dtype=dtype), index, axis=0, mode="clip")
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _draw(rng_keys: tuple, specs: tuple) -> tuple:
-    # compiled: ``jax.random.randint``'s loop over a batch of lattices (rank 3) costs XLA about 0.7 s to
-    # compile; the same integers from the fused hash (ugm_infer._random) about 0.05 s
-    return tuple(_draw_one(k, spec) for k, spec in zip(rng_keys, specs))
-
-
 @functools.partial(jax.jit, static_argnums=(1, 2))
-def _draw_split(rng_key: jax.Array, specs: tuple, num_keys: int) -> tuple:
-    keys = _random.split(rng_key, num_keys)
-    return tuple(_draw_one(keys[i], spec) for i, spec in enumerate(specs))
+def _draw(rng_key: jax.Array, specs: tuple, split: bool) -> tuple:
+    # compiled, through the fused hash (ugm_infer._random): jax.random.randint's loop over a batch of
+    # lattices (rank 3) costs XLA 0.5-0.9 s to compile, this whole program 0.15-0.2 s
+    keys = _random.split(rng_key, len(specs)) if split else [rng_key]
+    return tuple(_draw_one(k, spec) for k, spec in zip(keys, specs))
 
 
-def random_values(rng_key: jax.Array, domains: dict[str, Domain], batch_shape: tuple[int, ...] = ()) -> dict:
+def _random_values(rng_key: jax.Array, domains: dict[str, Domain], batch_shape: tuple[int, ...] = ()) -> dict:
     """Uniformly random values of every domain: ``{name: domain.random(key_name, batch_shape)}``.
 
     The keys are ``jax.random.split(rng_key, len(domains))`` in ``domains``' order;
     one compiled program draws them all.
     """
     specs = tuple(d._spec(tuple(batch_shape)) for d in domains.values())
-    return dict(zip(domains, _draw_split(rng_key, specs, len(specs))))
+    return dict(zip(domains, _draw(rng_key, specs, True)))

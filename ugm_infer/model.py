@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer.domains import Categorical, Domain, random_values
+from ugm_infer.domains import Categorical, Domain, _random_values
 from ugm_infer.structure import (
     Block,
     analyze_energy,
@@ -243,7 +243,7 @@ class EnergyModel:
         ):
             raise ValueError(f"`num_chains` must be a positive int or None, got {num_chains!r}")
         batch = () if num_chains is None else (int(num_chains),)
-        return random_values(rng_key, self.variables, batch)
+        return _random_values(rng_key, self.variables, batch)
 
     def validate_state(self, state: Any, batch_ndim: int | None = None, argname: str = "state") -> State:
         """Check a (possibly batched) state and cast it to the domain dtypes.

@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer._random import categorical
+from ugm_infer._random import categorical_shaped
 from ugm_infer._random import split as split_key
 from ugm_infer.domains import Binary, Domain, Spin
 from ugm_infer.exact import _as_float, single_site_deltas
@@ -385,11 +385,7 @@ def sample_base(rng_key: jax.Array, variables: Mapping[str, Domain], log_probs: 
     out = {}
     for key, (n, lp) in zip(keys, log_probs.items()):
         d = variables[n]
-        # jax.random.categorical(key, lp, axis=-1, shape=(num,) + d.shape), bit for bit, with the logits
-        # broadcast and flattened to (draws, states): XLA compiles a rank-2 draw several times faster
-        shape = (num,) + d.shape
-        flat = jnp.broadcast_to(lp, shape + lp.shape[-1:]).reshape(-1, lp.shape[-1])
-        out[n] = d.from_index(categorical(key, flat, axis=-1).reshape(shape))
+        out[n] = d.from_index(categorical_shaped(key, lp, (num,) + d.shape))
     return out
 
 

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ugm_infer._random import categorical_shaped
 from ugm_infer.applications.dca.alignment import (
     chain_frequencies,
     check_sequences,
@@ -235,11 +236,7 @@ def _initial_carry(key: jax.Array, model: Any, fi: np.ndarray, init_params: Any,
         model.validate_params(init_params)
         params = dict(init_params)
     params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
-    # jax.random.categorical(key, log fi, shape=(num_chains, length)), bit for bit, drawn as a rank-2 array
-    # (which XLA compiles several times faster than a rank-3 draw)
-    log_fi = jnp.asarray(np.log(fi), jnp.float32)
-    flat = jnp.broadcast_to(log_fi, (num_chains,) + log_fi.shape).reshape(-1, log_fi.shape[-1])
-    chains = jax.random.categorical(key, flat, axis=-1).reshape(num_chains, length)
+    chains = categorical_shaped(key, jnp.asarray(np.log(fi), jnp.float32), (num_chains, length))
     return params, optimizer.init(params), chains.astype(jnp.int8)
 
 
