@@ -261,3 +261,23 @@ def test_random_state_under_jit_and_vmap_over_keys():
     got = jax.jit(jax.vmap(lambda k: model.random_state(k, 2)))(keys)
     want = jax.vmap(lambda k: _random_state_by_jax_random(model, k, 2))(keys)
     np.testing.assert_array_equal(np.asarray(got["s"]), np.asarray(want["s"]))
+
+
+def test_drawn_flat_and_categorical_shaped_are_the_shaped_draws_bit_for_bit():
+    key, raw = KEYS["typed"](), KEYS["raw"]()
+    shape = (4, 2, 3)
+    np.testing.assert_array_equal(
+        _key_words(_random.drawn_flat(jax.random.split, key, shape)), _key_words(jax.random.split(key, shape))
+    )
+    np.testing.assert_array_equal(
+        np.asarray(_random.drawn_flat(jax.random.split, raw, shape)), np.asarray(jax.random.split(raw, shape))
+    )
+    np.testing.assert_array_equal(
+        np.asarray(_random.drawn_flat(jax.random.bits, key, shape, jnp.uint32)),
+        np.asarray(jax.random.bits(key, shape, jnp.uint32)),
+    )
+    logits = jax.nn.log_softmax(jax.random.normal(jax.random.key(0), (2, 3, 5)))
+    want = np.asarray(jax.random.categorical(key, logits, axis=-1, shape=(4, 2, 3)))
+    np.testing.assert_array_equal(np.asarray(_random.categorical_shaped(key, logits, (4, 2, 3))), want)
+    got = jax.jit(lambda k: _random.categorical_shaped(k, logits, (4, 2, 3)))(key)
+    np.testing.assert_array_equal(np.asarray(got), want)
