@@ -140,7 +140,16 @@ def _ctrl_c_at(step):
     return callback
 
 
-def test_a_sigint_during_training_stops_at_the_next_chunk_boundary(tmp_path):
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler during the test: a test run started in the background (``cmd &``) inherits
+    SIGINT ignored, and fit leaves any handler other than Python's alone."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_sigint_during_training_stops_at_the_next_chunk_boundary(tmp_path, python_sigint_handler):
     # the signal (what Ctrl-C sends) arrives mid-run; fit stops after the chunk it interrupts, checkpoints, and
     # restores Python's handler
     def sigint_at_step_5(progress):
