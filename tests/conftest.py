@@ -12,6 +12,8 @@ tests do not depend on the built-in models of :mod:`ugm_infer.models`.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import math
 import os
 import sys
@@ -258,6 +260,28 @@ def lattice_energy(params, state):
 
 def lattice(rows: int = 4, cols: int = 4, dtype=jnp.float32, **kwargs):
     return ui.EnergyModel(lattice_energy, {"s": ui.Spin((rows, cols), dtype=dtype)}, **kwargs)
+
+
+def once_per_run(tmp_path_factory, name: str, compute):
+    """``compute()`` (a JSON-able result) once per test run, however many xdist workers ask for it.
+
+    A module-scoped fixture runs once per worker that runs one of its tests, and the
+    workers split a module between them; the expensive subprocess reports (float64,
+    sharded devices) are computed by the first worker that asks and read by the others
+    (pytest-xdist's pattern: a file in the run's shared temporary folder, under a lock).
+    Without xdist it is just ``compute()``.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return compute()
+    root = tmp_path_factory.getbasetemp().parent  # one folder per run, shared by its workers
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / f"{name}.json"
+        if done.exists():
+            return json.loads(done.read_text())
+        result = compute()
+        done.write_text(json.dumps(result))
+        return result
 
 
 @pytest.fixture(scope="session")

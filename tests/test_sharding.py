@@ -27,6 +27,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import once_per_run
 
 import ugm_infer as ui
 from ugm_infer import sharding
@@ -36,14 +37,18 @@ NUM_DEVICES = 4
 F32_RTOL = 8 * float(np.finfo(np.float32).eps)  # 8 ulps: reductions in a different order
 
 
-@pytest.fixture(scope="module")
-def report():
+def _run_checks():
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={NUM_DEVICES}").strip()
     env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, f"{SCRIPT.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    return once_per_run(tmp_path_factory, "sharded_checks", _run_checks)
 
 
 def assert_split(layout, leading_axis=0, num_chains=None):

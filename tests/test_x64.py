@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import once_per_run
 
 SCRIPT = Path(__file__).resolve().parent / "_x64_checks.py"
 F32_RTOL = 1e-6
@@ -47,13 +48,13 @@ def _run_checks(*args):
 
 
 @pytest.fixture(scope="module")
-def report():
-    return _run_checks("--core")
+def report(tmp_path_factory):
+    return once_per_run(tmp_path_factory, "x64_checks_core", lambda: _run_checks("--core"))
 
 
 @pytest.fixture(scope="module")
-def report_full():
-    return _run_checks()
+def report_full(tmp_path_factory):
+    return once_per_run(tmp_path_factory, "x64_checks", _run_checks)
 
 
 def _core_first(names, core):
