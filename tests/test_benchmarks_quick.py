@@ -9,7 +9,7 @@ CLI, the THRML package, the MNIST file) are skipped with the reason.
 The scripts whose quick mode costs under ~15 s of CPU (mostly compilation) run by
 default, about 60 s of CPU together; the others compile many programs (an RBM 784-500
 under four contenders, several samplers in their own processes, an SMC and two AIS
-runs) and are marked ``slow`` (``pytest -m slow tests/test_benchmarks_quick.py``).
+runs, first calls in fresh interpreters) and are marked ``slow`` (``pytest -m slow tests/test_benchmarks_quick.py``).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ SLOW = {
     "bench_cost_curves.py",
     "bench_dense.py",
     "bench_draws.py",
+    "bench_first_call.py",
     "bench_fit.py",
     "bench_lattice_potts.py",
     "bench_log_z.py",

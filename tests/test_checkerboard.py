@@ -294,7 +294,11 @@ def test_row_byte_sum_sums_both_bytes_over_the_last_two_axes(shape, most):
     _check_byte_sum(checkerboard._row_byte_sum, shape, most, lambda x: x.sum(axis=(-2, -1)))
 
 
-@pytest.mark.parametrize("height, width, periodic", [(4, 4, True), (6, 8, True), (2, 4, False), (6, 4, False)])
+# one torus and one open lattice by default; the other two sizes are second checks, run with `pytest -m slow`
+@pytest.mark.parametrize(
+    "height, width, periodic",
+    [(6, 8, True), (2, 4, False), *(pytest.param(*c, marks=pytest.mark.slow) for c in [(4, 4, True), (6, 4, False)])],
+)
 @pytest.mark.parametrize("domain, dtype", [("spin", jnp.float32), ("binary", jnp.float32), ("spin", jnp.int8)])
 def test_energy_of_words_equals_the_energy(height, width, periodic, domain, dtype):
     model = ui.models.lattice_ising(height, width, periodic=periodic, domain=domain, dtype=dtype)

@@ -71,7 +71,8 @@ GATHERED_Q = potts_lattice.MAX_SELECT_STATES + 1
 assert GATHERED_Q <= potts_lattice.MAX_SELECT_STATES_CHAINS_LAST
 
 
-@pytest.mark.parametrize("q, periodic", [(3, True), (GATHERED_Q, False)])
+# the gathered q: a second check of the same equivalence (CI time budget), run with `pytest -m slow`
+@pytest.mark.parametrize("q, periodic", [(3, True), pytest.param(GATHERED_Q, False, marks=pytest.mark.slow)])
 def test_chains_last_is_the_chains_first_sweep_bit_for_bit(q, periodic, monkeypatch):
     """The same draws, counts and final states whichever layout ``ui.sample`` steps the chains in."""
     from collections import OrderedDict
