@@ -21,9 +21,9 @@ wall time of the whole call):
       learning_rate=0.01, n_iter=1).fit(X)`` with ``threadpoolctl`` limiting BLAS to 1
       and to 2 threads (float32 input).
 
-    Ratios: ``best plain JAX seconds (the faster form, that repeat) / ui.fit seconds``
-    (target >= 0.9) and ``best
-    scikit-learn seconds (1 or 2 threads, that repeat) / ui.fit seconds`` (target >= 2),
+    Ratios: ``best plain JAX seconds (the faster loop, that repeat) / ui.fit seconds``
+    (target >= 0.9) and ``best scikit-learn seconds (1 or 2 threads, that repeat) /
+    ui.fit seconds`` (target >= 2),
     as the median over repeats of the paired ratio and as the ratio of the fastest runs
     (the least disturbed on a shared machine).
 ``tiny``
@@ -170,7 +170,7 @@ def rbm_init(seed: int, nv: int, nh: int) -> dict:
     }
 
 
-def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int = 1, merged: bool = False):
+def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int = 1, stacked: bool = False):
     """The fastest PCD-1 epoch we can write: one scan over the minibatches of a permutation.
 
     Five matrix products per update, as in scikit-learn: the chains carry their hidden
@@ -179,7 +179,7 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int 
     two outer products of the gradient.  The uniforms come from the fused Threefry hash
     (``handwritten.fused_uniform_rows``: both words of every hash, fused with the
     comparison that consumes them), not ``jax.random.uniform``'s loop (the fastest of
-    the draws tried).  ``merged=True``: the data and the chains' visibles are stacked,
+    the draws tried).  ``stacked=True``: the data and the chains' visibles are stacked,
     so their ``p(h | v)`` is one product and the gradient's outer products one weighted
     product (three products per update instead of five; the same arithmetic).
     ``epochs > 1``: a scan over the epochs around it.
@@ -189,6 +189,7 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int 
     def one_epoch(params, ph_chains, data, key):
         key_perm, key_steps = jax.random.split(key)
         perm = jax.random.permutation(key_perm, num_examples)
+        # stacked: the rows' weights in the gradient (+1/batch for the data, -1/chains for the chains)
         weights = jnp.concatenate([jnp.full(batch, 1.0 / batch), jnp.full(chains, -1.0 / chains)]).astype(jnp.float32)
 
         def body(carry, s):
@@ -198,7 +199,7 @@ def plain_jax_pcd_epoch(num_examples: int, batch: int, chains: int, epochs: int 
             h = (handwritten.fused_uniform_rows(key_h, ph.shape) < ph).astype(jnp.float32)
             pv = jax.nn.sigmoid(h @ W.T + b)
             v_neg = (handwritten.fused_uniform_rows(key_v, pv.shape) < pv).astype(jnp.float32)
-            if merged:
+            if stacked:
                 both = jnp.concatenate([v, v_neg])
                 ph_both = jax.nn.sigmoid(both @ W + c)
                 gW, gb, gc = (both * weights[:, None]).T @ ph_both, weights @ both, weights @ ph_both
@@ -243,7 +244,7 @@ def part_mnist(args) -> dict:
                                  **kw).params  # fmt: skip
 
     epoch = plain_jax_pcd_epoch(n, batch, batch)
-    epoch_merged = plain_jax_pcd_epoch(n, batch, batch, merged=True)
+    epoch_stacked = plain_jax_pcd_epoch(n, batch, batch, stacked=True)
     data_dev = jax.device_put(f32)
     chains0 = jnp.full((batch, nh), 0.5, jnp.float32)  # hidden probabilities of the chains
     jax_params = (params["W"], params["b"], params["c"])
@@ -267,7 +268,7 @@ def part_mnist(args) -> dict:
         **({"ui.fit packed, step_info=False": ui_fit(ui.PackedBits(packed, nv), step_info=False)} if HAS_STEP_INFO else {}),
         "learner.step in lax.scan": lambda: step_scan(state0, data_dev, key).params,
         "plain JAX": lambda: epoch(jax_params, chains0, data_dev, key),
-        "plain JAX, merged products": lambda: epoch_merged(jax_params, chains0, data_dev, key),
+        "plain JAX, stacked": lambda: epoch_stacked(jax_params, chains0, data_dev, key),
     }
     if not args.no_sklearn:
         contenders.update({"scikit-learn 1 thread": sklearn(1), "scikit-learn 2 threads": sklearn(2)})
@@ -276,10 +277,10 @@ def part_mnist(args) -> dict:
     res = quiet_fit(learner, key, ui.PackedBits(packed, nv), params=params, num_epochs=1, batch_size=batch, progress=False)
     t_ui = np.asarray(times["ui.fit packed bits"])
     t_scan = times["learner.step in lax.scan"]
-    t_plain = np.minimum(times["plain JAX"], times["plain JAX, merged products"])  # the faster form, that repeat
+    t_plain = np.minimum(times["plain JAX"], times["plain JAX, stacked"])  # the faster loop, that repeat
     ratios = {"best plain JAX / ui.fit (target >= 0.9)": ratio(t_plain, t_ui)}
     ratios["plain JAX five products / ui.fit"] = ratio(times["plain JAX"], t_ui)
-    ratios["plain JAX five products / merged"] = ratio(times["plain JAX"], times["plain JAX, merged products"])
+    ratios["plain JAX five products / stacked"] = ratio(times["plain JAX"], times["plain JAX, stacked"])
     if not args.no_sklearn:
         t_sk = np.minimum(times["scikit-learn 1 thread"], times["scikit-learn 2 threads"])
         ratios["best scikit-learn / ui.fit (target >= 2)"] = ratio(t_sk, t_ui)
