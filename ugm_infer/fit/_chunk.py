@@ -23,10 +23,13 @@ Each recorded step's info is reduced on the device to one number per field (the 
 over per-particle or per-chain axes; booleans as fractions) and written into a buffer
 of ``chunk_len`` entries, so a chunk returns a few kilobytes whatever the learner
 reports.  With ``info_every = k > 1`` only global steps ``g`` with ``(g + 1) % k == 0``
-compute their info: a ``lax.cond`` on the step's index runs the step either with the
-info or without it (so XLA leaves out what only the info needs, e.g. the norm of the
-ascent direction); which one a step runs depends only on its index, so results do
-not depend on where chunks start and stop.
+compute their info; the other steps run a copy of the step without it (so XLA leaves
+out what only the info needs, e.g. the norm of the ascent direction).  Single steps run
+as a loop of the steps without info up to the next one with it, then that one; whole
+blocks choose per step with a ``lax.cond`` on the step's index (on the CPU a
+conditional that carries the state copies the parameters at every step, so the CPU
+path has no conditional).  Which copy a step runs depends only on its index, so results
+do not depend on where chunks start and stop.
 
 The chunk is compiled ahead of time for the shapes of its arguments and cached per
 learner step, :class:`ChunkSpec` and argument shapes, so a repeated fit neither
@@ -187,25 +190,25 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
             perm = jax.random.permutation(key_perm, spec.num_examples).astype(jnp.int32) if spec.shuffle else None
             first, stop = epoch * spe, jnp.minimum(end, (epoch + 1) * spe)
 
-            def one_step(state, g):
+            def with_info(state, g):
                 s = g - first
-                key, batch = fold_in(key_steps, s), batch_of(data, perm, s)
+                new_state, info = learner.step(fold_in(key_steps, s), state, batch_of(data, perm, s))
+                return new_state, summary_of(info)
 
-                def with_info(state):
-                    new_state, info = learner.step(key, state, batch)
-                    return new_state, summary_of(info)
+            def without_info(state, g):
+                s = g - first
+                new_state = learner.step(fold_in(key_steps, s), state, batch_of(data, perm, s))[0]
+                return new_state, {k: jnp.zeros((), v.dtype) for k, v in info_like.items()}
 
-                def without_info(state):
-                    return learner.step(key, state, batch)[0], {k: jnp.zeros((), v.dtype) for k, v in info_like.items()}
-
+            def one_step(state, g):
                 if every <= 1:
-                    return with_info(state)
-                return jax.lax.cond((g + 1) % every == 0, with_info, without_info, state)
+                    return with_info(state, g)
+                return jax.lax.cond((g + 1) % every == 0, with_info, without_info, state, g)
 
-            def single_steps(carry, until):  # steps g .. until-1, one per iteration
+            def steps_loop(carry, until, step):  # steps g .. until-1 of one kind, one per iteration
                 def step_body(carry):
                     state, g, buffer, ok = carry
-                    new_state, summary = one_step(state, g)
+                    new_state, summary = step(state, g)
                     buffer = {k: buffer[k].at[g - start].set(summary[k]) for k in buffer}
                     if not spec.stop_on_nonfinite:
                         return new_state, g + 1, buffer, ok
@@ -214,6 +217,20 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
                     return new_state, jnp.where(good, g + 1, g), buffer, good
 
                 return jax.lax.while_loop(lambda c: (c[1] < until) & c[3], step_body, carry)
+
+            def single_steps(carry, until):  # steps g .. until-1
+                if every <= 1:
+                    return steps_loop(carry, until, with_info)
+
+                # the steps without info up to the next step with it, then that step (a loop of 0 or 1
+                # iterations): no conditional carries the state, which XLA would copy at every step
+                def segment(carry):
+                    g = carry[1]
+                    due = (g // every + 1) * every - 1  # the first step g' >= g with (g' + 1) % every == 0
+                    carry = steps_loop(carry, jnp.minimum(due, until), without_info)
+                    return steps_loop(carry, jnp.minimum(due + 1, until), with_info)
+
+                return jax.lax.while_loop(lambda c: (c[1] < until) & c[3], segment, carry)
 
             if not scan_blocks:
                 return single_steps(carry, stop)
