@@ -190,15 +190,16 @@ def _make_chunk(learner: Any, spec: ChunkSpec):
             perm = jax.random.permutation(key_perm, spec.num_examples).astype(jnp.int32) if spec.shuffle else None
             first, stop = epoch * spe, jnp.minimum(end, (epoch + 1) * spe)
 
-            def with_info(state, g):
+            def step_at(state, g):  # global step g: its key and minibatch depend on its place in the epoch
                 s = g - first
-                new_state, info = learner.step(fold_in(key_steps, s), state, batch_of(data, perm, s))
+                return learner.step(fold_in(key_steps, s), state, batch_of(data, perm, s))
+
+            def with_info(state, g):
+                new_state, info = step_at(state, g)
                 return new_state, summary_of(info)
 
             def without_info(state, g):
-                s = g - first
-                new_state = learner.step(fold_in(key_steps, s), state, batch_of(data, perm, s))[0]
-                return new_state, {k: jnp.zeros((), v.dtype) for k, v in info_like.items()}
+                return step_at(state, g)[0], {k: jnp.zeros((), v.dtype) for k, v in info_like.items()}
 
             def one_step(state, g):
                 if every <= 1:
