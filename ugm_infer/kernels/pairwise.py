@@ -9,14 +9,20 @@ pairwise energy) the conditional log-odds of site ``i`` are
 and after site ``i`` moves by :math:`\Delta` the gradient changes by
 :math:`\Delta\, C_{:, i}`, with :math:`C = \nabla_x^2 \log p` the within-variable
 coupling matrix (constant for a pairwise energy: :math:`\beta W` for a Boltzmann
-machine, :math:`\beta L` for a semi-RBM's visibles).  So one gradient gives every
-site's field, and each single-site update costs ``O(n)`` instead of a full gradient.
+machine, :math:`\beta L` for a semi-RBM's visibles).  So every site's field is
+:math:`g = \nabla_x \log p(0) + C x` (one gradient at ``x = 0``, which holds the
+biases and the other variables' part, and one product with ``C``), and each
+single-site update costs ``O(n)`` instead of a full gradient.
 
 :func:`sequential_update` visits the sites of a variable in a given order (the same
 transition as one block per site) in chunks of ``chunk`` sites: inside a chunk the
 fields of the chunk's own sites are updated after every site (``O(chunk)``), and the
 fields of all sites once per chunk by a matrix product with the chunk's columns of
 ``C`` (a rank-``chunk`` update, which vectorises over chains as a matrix product).
+Under ``jax.vmap`` over chains with shared couplings (a ``jax.custom_batching.custom_vmap``
+rule) the sweep holds the chains units-major, ``(n, chains)``: each site's update
+reads and writes one contiguous row, and every chain draws the same uniforms as it
+would alone, so batched and one-chain-at-a-time runs agree exactly.
 
 A model opts in by returning a :class:`CouplingLogDensity` from ``logdensity_fn``
 (``ui.models.ising`` / ``boltzmann_machine`` with dense couplings, ``ui.models.semi_rbm``
@@ -33,8 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ugm_infer._random import key_pair, threefry2x32
 from ugm_infer.domains import Binary, Domain, Spin
-from ugm_infer.kernels.checkerboard import uniform
 
 __all__ = ["CouplingLogDensity", "sequential_update", "single_site_runs"]
 
@@ -97,7 +103,10 @@ def sequential_update(name: str, domain: Domain, sites: np.ndarray, chunk: int =
     """``update(rng_key, position, logdensity_fn) -> position``: heat-bath updates of ``sites`` in order.
 
     ``logdensity_fn`` must be a :class:`CouplingLogDensity` with couplings for ``name``
-    (see the module docstring).  One chain; vectorise with ``jax.vmap``.
+    (see the module docstring).  One chain; vectorise with ``jax.vmap``.  Under
+    ``jax.vmap`` over chains with shared couplings the sweep runs on all chains at
+    once, units-major (``(n, chains)``: each site's update writes one contiguous row),
+    on the same uniforms as one chain at a time, so the result is the same.
     """
     v0, v1 = (float(v) for v in domain.values)
     mid = 0.5 * (v0 + v1)
@@ -108,19 +117,24 @@ def sequential_update(name: str, domain: Domain, sites: np.ndarray, chunk: int =
     padded[:n_sites] = sites
     order = jnp.asarray(padded.reshape(num_chunks, chunk))
     natural = num_chunks == 1 and n_sites == domain.size and np.array_equal(sites, np.arange(domain.size))
+    num_uniforms = num_chunks * chunk
+    half = -(-num_uniforms // 2)
 
+    # Every array below holds sites along its leading axis and chains (none for one chain)
+    # along the trailing ones: ``x``, ``g`` ``(n, *chains)``, ``u`` ``(chunk, *chains)``.
     def site(k, x, g, c, u, valid):
         """Heat-bath update of local site ``k``; returns the new values, fields and the change."""
         field = g[k] + c[k, k] * (mid - x[k])  # log-odds at the site's midpoint (exact with a diagonal too)
         new = jnp.where(u[k] < jax.nn.sigmoid((v1 - v0) * field), v1, v0)
         delta = new - x[k] if valid is None else jnp.where(valid[k], new - x[k], 0.0)
-        return x.at[k].add(delta), g + delta * c[:, k], delta
+        col = c[:, k].reshape(c.shape[:1] + (1,) * (x.ndim - 1))
+        return x.at[k].add(delta), g + delta * col, delta
 
     def visit(x, g, c, u, valid):
         """Update the sites of one chunk in order: ``x``, ``g`` their values and fields, ``c`` their couplings."""
-        if x.shape[-1] <= UNROLL:  # straight-line code for short runs (fused by XLA)
+        if x.shape[0] <= UNROLL:  # straight-line code for short runs (fused by XLA)
             deltas = []
-            for k in range(x.shape[-1]):
+            for k in range(x.shape[0]):
                 x, g, delta = site(k, x, g, c, u, valid)
                 deltas.append(delta)
             return x, jnp.stack(deltas)
@@ -130,22 +144,26 @@ def sequential_update(name: str, domain: Domain, sites: np.ndarray, chunk: int =
             x, g, delta = site(k, x, g, c, u, valid)
             return x, g, deltas.at[k].set(delta)
 
-        x, _, deltas = jax.lax.fori_loop(0, x.shape[-1], body, (x, g, jnp.zeros_like(x)), unroll=UNROLL)
+        x, _, deltas = jax.lax.fori_loop(0, x.shape[0], body, (x, g, jnp.zeros_like(x)), unroll=UNROLL)
         return x, deltas
 
-    def update(rng_key, position, logdensity_fn):
-        x0 = position[name]
-        flat = x0.reshape(-1).astype(jnp.float32)
-        couplings = jnp.asarray(logdensity_fn.couplings()[name], jnp.float32)
-        grad = jax.grad(lambda y: logdensity_fn({**position, name: y.reshape(domain.shape)}))(flat)
-        uniforms = uniform(rng_key, (num_chunks, chunk))
+    def uniforms(k1, k2):
+        """``checkerboard.uniform(key, (num_chunks, chunk))`` of every chain's key words, chains trailing."""
+        counter = jax.lax.iota(jnp.uint32, half).reshape((half,) + (1,) * k1.ndim)
+        a, b = threefry2x32(k1, k2, jnp.uint32(0), counter)
+        bits = jnp.concatenate([a, b])[:num_uniforms].reshape((num_chunks, chunk) + k1.shape)
+        return (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+
+    def run(k1, k2, x, g0, c):
+        """The sweep on ``(n, *chains)`` values, ``g0`` the fields at ``x = 0``, the key words ``(*chains,)``."""
+        u = uniforms(k1, k2)
+        g = g0.reshape(g0.shape + (1,) * (x.ndim - g0.ndim)) + c @ x  # the gradient at x (pairwise in x)
         if natural:  # one chunk holding every site in order: no gathers
-            x, _ = visit(flat, grad, couplings, uniforms[0], None)
-            return {**position, name: x.reshape(domain.shape).astype(x0.dtype)}
+            return visit(x, g, c, u[0], None)[0]
         # one padding site (index `size`) with zero couplings absorbs the padded slots
-        x = jnp.concatenate([flat, jnp.zeros(1, jnp.float32)])
-        g = jnp.concatenate([grad, jnp.zeros(1, jnp.float32)])
-        c = jnp.pad(couplings, ((0, 1), (0, 1)))
+        pad = jnp.zeros((1,) + x.shape[1:], jnp.float32)
+        x, g = jnp.concatenate([x, pad]), jnp.concatenate([g, pad])
+        c = jnp.pad(c, ((0, 1), (0, 1)))
 
         def one_chunk(carry, inputs):
             x, g = carry
@@ -153,7 +171,30 @@ def sequential_update(name: str, domain: Domain, sites: np.ndarray, chunk: int =
             local, deltas = visit(x[idx], g[idx], c[idx[:, None], idx[None, :]], u, idx < domain.size)
             return (x.at[idx].set(local), g + c[:, idx] @ deltas), None
 
-        (x, _), _ = jax.lax.scan(one_chunk, (x, g), (order, uniforms))
-        return {**position, name: x[: domain.size].reshape(domain.shape).astype(x0.dtype)}
+        (x, _), _ = jax.lax.scan(one_chunk, (x, g), (order, u))
+        return x[: domain.size]
+
+    @jax.custom_batching.custom_vmap
+    def chain_sweep(key_words, x, g0, c):
+        return run(key_words[0], key_words[1], x, g0, c)
+
+    @chain_sweep.def_vmap
+    def _chains_sweep(axis_size, in_batched, key_words, x, g0, c):
+        if in_batched[3]:  # couplings per chain: one chain at a time
+            axes = tuple(0 if b else None for b in in_batched)
+            return jax.vmap(lambda kw, *a: run(kw[0], kw[1], *a), in_axes=axes)(key_words, x, g0, c), True
+        kw, x = (a if b else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, b in zip((key_words, x), in_batched))
+        return run(kw[:, 0], kw[:, 1], x.T, g0.T if in_batched[2] else g0, c).T, True
+
+    def update(rng_key, position, logdensity_fn):
+        x0 = position[name]
+        flat = x0.reshape(-1).astype(jnp.float32)
+        couplings = jnp.asarray(logdensity_fn.couplings()[name], jnp.float32)
+        # the fields at x = 0 (the other variables' and the biases' part); `run` adds C x
+        zero = jnp.zeros(domain.size, jnp.float32)
+        fields = jax.grad(lambda y: logdensity_fn({**position, name: y.reshape(domain.shape)}))(zero)
+        k1, k2 = key_pair(rng_key)
+        x = chain_sweep(jnp.stack([k1, k2]), flat, fields, couplings)
+        return {**position, name: x.reshape(domain.shape).astype(x0.dtype)}
 
     return update
