@@ -133,6 +133,19 @@ def test_batched_sweep_equals_one_chain_at_a_time(tempered):
         looped = jax.jit(lambda k, p, b: jax.lax.map(lambda a: one(*a), (k, p, b)))(keys, x, betas)
         np.testing.assert_array_equal(np.asarray(batched["s"]), np.asarray(looped["s"]))
         assert not np.array_equal(np.asarray(batched["s"]), np.asarray(x["s"]))  # the sweep moved the chains
+    if tempered:  # nested, as in parallel tempering: temperatures (outer vmap) x chains (inner vmap, the rule)
+        temps = jnp.array([0.5, 1.0])
+
+        def replica(beta):
+            return jax.vmap(lambda k, p: update(k, p, model.logdensity_fn(params, beta)))(keys, x)
+
+        nested = jax.jit(jax.vmap(replica))(temps)
+        one_by_one = jax.jit(
+            lambda t: jax.lax.map(
+                lambda beta: jax.lax.map(lambda kp: update(kp[0], kp[1], model.logdensity_fn(params, beta)), (keys, x)), t
+            )
+        )(temps)
+        np.testing.assert_array_equal(np.asarray(nested["s"]), np.asarray(one_by_one["s"]))
 
 
 def test_dense_energies_match_the_energy_of_each_state():
