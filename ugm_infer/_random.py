@@ -171,7 +171,9 @@ def split(rng_key: jax.Array, num: int = 2) -> jax.Array:
 
     ``jax.random.split`` runs the hash as a loop of five iterations on the CPU: a
     learner step that splits its key, then one key per chain, pays ten loop iterations
-    of small operations.  Falls back to ``jax.random.split`` where :func:`uniform` does,
+    of small operations.  More than :data:`SMALL_SPLIT` keys are hashed inside
+    :func:`computed_once` (not again in every consumer); fewer are plain fused
+    operations, cheaper than that loop.  Falls back to ``jax.random.split`` where :func:`uniform` does,
     and outside a traced program (``jax.jit``, ``jax.vmap``, a loop).
     """
     num = int(num)
