@@ -530,7 +530,8 @@ def test_a_sweep_between_pack_and_unpack_hashes_each_colour_once():
 
 
 @pytest.mark.parametrize("name", ["ising", "potts"])
-@pytest.mark.parametrize("chains", [1, 3, 16])
+# 3 chains: a second check of the batched programs 16 chains check (CI time budget), run with `pytest -m slow`
+@pytest.mark.parametrize("chains", [1, pytest.param(3, marks=pytest.mark.slow), 16])
 def test_sample_programs_hash_each_colour_once(name, chains):
     # whatever the number of draws and the thinning, ui.sample's compiled run hashes each colour once per sweep:
     # the chains-last sweep (straight-line colours) is taken only where a loop carries every step
