@@ -110,11 +110,16 @@ def uniform(rng_key: jax.Array, shape: tuple, stream: int = 0) -> jax.Array:
     Unlike ``jax.random.uniform`` on CPU (a loop over whole arrays), the hash fuses with
     its consumer, which matters when a kernel draws a few numbers per site many times.
     """
-    k1, k2 = key_pair(rng_key)
+    return uniform_of_words(*key_pair(rng_key), shape, stream)
+
+
+def uniform_of_words(k1: jax.Array, k2: jax.Array, shape: tuple, stream: int = 0) -> jax.Array:
+    """:func:`uniform` of the key words ``(k1, k2)``; words of shape ``keys`` give ``shape + keys`` (one draw per key)."""
     size = int(np.prod(shape, dtype=np.int64))
     half = -(-size // 2)
-    a, b = threefry2x32(k1, k2, jnp.uint32(stream), jax.lax.iota(jnp.uint32, half))
-    bits = jnp.concatenate([a, b])[:size].reshape(shape)
+    counter = jax.lax.iota(jnp.uint32, half).reshape((half,) + (1,) * jnp.ndim(k1))
+    a, b = threefry2x32(k1, k2, jnp.uint32(stream), counter)
+    bits = jnp.concatenate([a, b])[:size].reshape(tuple(shape) + jnp.shape(k1))
     return (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
 
 

@@ -39,8 +39,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ugm_infer._random import key_pair, threefry2x32
+from ugm_infer._random import key_pair
 from ugm_infer.domains import Binary, Domain, Spin
+from ugm_infer.kernels.checkerboard import uniform_of_words
 
 __all__ = ["CouplingLogDensity", "sequential_update", "single_site_runs"]
 
@@ -117,8 +118,6 @@ def sequential_update(name: str, domain: Domain, sites: np.ndarray, chunk: int =
     padded[:n_sites] = sites
     order = jnp.asarray(padded.reshape(num_chunks, chunk))
     natural = num_chunks == 1 and n_sites == domain.size and np.array_equal(sites, np.arange(domain.size))
-    num_uniforms = num_chunks * chunk
-    half = -(-num_uniforms // 2)
 
     # Every array below holds sites along its leading axis and chains (none for one chain)
     # along the trailing ones: ``x``, ``g`` ``(n, *chains)``, ``u`` ``(chunk, *chains)``.
@@ -147,16 +146,9 @@ def sequential_update(name: str, domain: Domain, sites: np.ndarray, chunk: int =
         x, _, deltas = jax.lax.fori_loop(0, x.shape[0], body, (x, g, jnp.zeros_like(x)), unroll=UNROLL)
         return x, deltas
 
-    def uniforms(k1, k2):
-        """``checkerboard.uniform(key, (num_chunks, chunk))`` of every chain's key words, chains trailing."""
-        counter = jax.lax.iota(jnp.uint32, half).reshape((half,) + (1,) * k1.ndim)
-        a, b = threefry2x32(k1, k2, jnp.uint32(0), counter)
-        bits = jnp.concatenate([a, b])[:num_uniforms].reshape((num_chunks, chunk) + k1.shape)
-        return (bits >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
-
     def run(k1, k2, x, g0, c):
         """The sweep on ``(n, *chains)`` values, ``g0`` the fields at ``x = 0``, the key words ``(*chains,)``."""
-        u = uniforms(k1, k2)
+        u = uniform_of_words(k1, k2, (num_chunks, chunk))  # each chain's own uniforms, chains trailing
         g = g0.reshape(g0.shape + (1,) * (x.ndim - g0.ndim)) + c @ x  # the gradient at x (pairwise in x)
         if natural:  # one chunk holding every site in order: no gathers
             return visit(x, g, c, u[0], None)[0]

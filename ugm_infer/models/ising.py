@@ -103,12 +103,10 @@ class Ising(EnergyModel):
         library takes as they are (the chains-major form needs a transposed operand,
         which falls back to a slower generic product).
         """
-        if self.edges is not None:
+        if self.edges is not None or jnp.ndim(states["s"]) != 2:
             return super().energies(params, states)
         W, h = symmetric_offdiagonal(jnp.asarray(params["W"])), jnp.asarray(params["h"])
         s = jnp.asarray(states["s"]).astype(compute_dtype(W))
-        if s.ndim != 2:
-            return super().energies(params, states)
         return -0.5 * jnp.sum(s.T * (W @ s.T), axis=0) - s @ h
 
     @property
