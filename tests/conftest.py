@@ -287,3 +287,20 @@ def once_per_run(tmp_path_factory, name: str, compute):
 @pytest.fixture(scope="session")
 def key():
     return jax.random.key(20240611)
+
+
+def covering_pairs(first: list, second: list) -> list:
+    """Every case ``(*a, *b)`` of ``first x second``: a covering set runs by default, the rest with ``-m slow``.
+
+    The default set pairs the two lists along their diagonals (``first[i]`` with
+    ``second[i mod len(second)]`` and ``second[j]`` with ``first[j mod len(first)]``),
+    so every entry of each list is checked in CI with at least one entry of the other;
+    the full cross product is ``pytest -m slow``'s second check.  Entries are tuples.
+    """
+    cases = []
+    for i, a in enumerate(first):
+        for j, b in enumerate(second):
+            covered = j == i % len(second) or i == j % len(first)
+            values = (*a, *b)
+            cases.append(values if covered else pytest.param(*values, marks=pytest.mark.slow))
+    return cases

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import brute_force, energy_magnetisation_cells, run_chains
+from conftest import brute_force, covering_pairs, energy_magnetisation_cells, run_chains
 from scipy import stats
 from stat_utils import assert_distribution_differs, assert_distribution_matches, state_index
 
@@ -34,6 +34,8 @@ from ugm_infer.kernels.lattice_form import lattice_form
 
 gibbs_module = importlib.import_module("ugm_infer.kernels.gibbs")
 CHAINS, SWEEPS = 20000, 30
+# (num_sweeps, reverse) of the bit-for-bit checks: one sweep either way, and a loop of sweeps
+SWEEP_CASES = [(1, False), (1, True), (3, False)]
 
 
 def test_threefry_matches_jax_primitive():
@@ -213,8 +215,10 @@ def _reference_sweep(layout, num_sweeps, reverse):
     return sweep
 
 
-@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "spin"), (False, "binary"), (True, "binary")])
-@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
+@pytest.mark.parametrize(
+    "periodic, domain, num_sweeps, reverse",
+    covering_pairs([(True, "spin"), (False, "spin"), (False, "binary"), (True, "binary")], SWEEP_CASES),
+)
 def test_sweep_is_bit_identical_to_the_half_sweep_reference(periodic, domain, num_sweeps, reverse):
     layout = checkerboard.LatticeLayout(6, 8, periodic, domain, "float32")
     table = layout.thresholds(0.4, -0.2, 1.0)
@@ -229,8 +233,9 @@ def test_sweep_is_bit_identical_to_the_half_sweep_reference(periodic, domain, nu
     assert not np.array_equal(np.asarray(got[0]), np.asarray(words[0]))  # the sweep did change sites
 
 
-@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "binary")])
-@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
+@pytest.mark.parametrize(
+    "periodic, domain, num_sweeps, reverse", covering_pairs([(True, "spin"), (False, "binary")], SWEEP_CASES)
+)
 def test_change_flags_count_the_sites_changed_by_a_step(periodic, domain, num_sweeps, reverse):
     # the flagged sweep gives the same values as the plain one; its flags mark exactly the sites whose
     # value differs from the step's input, also when the input words carry flags of an earlier step
@@ -339,8 +344,10 @@ def test_sample_default_trace_counts_changed_sites(num_sweeps):
     assert want.min() > 0
 
 
-@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "spin"), (False, "binary")])
-@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
+@pytest.mark.parametrize(
+    "periodic, domain, num_sweeps, reverse",
+    covering_pairs([(True, "spin"), (False, "spin"), (False, "binary")], SWEEP_CASES),
+)
 def test_chains_last_sweep_is_the_chains_first_sweep_bit_for_bit(periodic, domain, num_sweeps, reverse):
     # the batching rule of chains_last=True on (h, w, chains) words: the same words and flags, and counts equal to
     # count_flags; a table per chain (parallel tempering's replicas) too
@@ -367,9 +374,12 @@ def test_chains_last_sweep_is_the_chains_first_sweep_bit_for_bit(periodic, domai
         checkerboard.build_sweep(layout, chains_last=True)
 
 
-@pytest.mark.parametrize("periodic, domain", [(True, "spin"), (False, "binary")])
-@pytest.mark.parametrize("num_sweeps, reverse", [(1, False), (1, True), (3, False)])
-@pytest.mark.parametrize("track_changes", [True, False])
+@pytest.mark.parametrize(
+    "periodic, domain, track_changes, num_sweeps, reverse",
+    covering_pairs(
+        [(True, "spin", True), (False, "binary", True), (True, "spin", False), (False, "binary", False)], SWEEP_CASES
+    ),
+)
 def test_straight_line_sweep_is_the_half_sweep_loop_bit_for_bit(periodic, domain, num_sweeps, reverse, track_changes):
     # straight=True (the colours of a sweep as straight-line code, for carried words): the same words and flags
     layout = checkerboard.LatticeLayout(6, 8, periodic, domain, "float32")
