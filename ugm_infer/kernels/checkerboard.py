@@ -528,14 +528,19 @@ def pair_and_total(
     periodic, e, q = layout.periodic, even, odd
     rows, cols = (0, 1) if chains_last else (-2, -1)
     mask, low_bit, high_bit = (jnp.uint16(v) for v in (0x0101, 1 << _LOW, 1 << _HIGH))
-    left, right = _shifted(q, -1, cols, periodic), _shifted(q, 1, cols, periodic)
-    up, down = _shifted(q, -1, rows, periodic), _shifted(q, 1, rows, periodic)
     swapped = (q >> _HIGH) | (q << _HIGH)  # C | B << 8: the other site of the word against A and D
+    # the bonds between words: A(i, j) - B(i, j - 1) and D(i, j) - C(i, j + 1), A - C(i - 1, j) and D - B(i + 1, j).
+    # A sum over the lattice may shift either end of a bond, so each direction pairs a word with the previous
+    # one, with one end of each bond in each byte: one shifted read per direction instead of two
+    here_h = (e & low_bit) | (q & high_bit)  # A, C
+    before_h = (q & low_bit) | (e & high_bit)  # B, D of the word to the left
+    here_v = (e & low_bit) | ((q & low_bit) << _HIGH)  # A, B
+    before_v = ((q >> _HIGH) & low_bit) | (e & high_bit)  # C, D of the word above
     both = (
         (e & q & mask)
         + (e & swapped & mask)
-        + ((e & left & low_bit) | (e & right & high_bit))  # A(i, j) - B(i, j - 1), D(i, j) - C(i, j + 1)
-        + ((e & (up >> _HIGH) & low_bit) | (e & (down << _HIGH) & high_bit))  # A - C(i - 1, j), D - B(i + 1, j)
+        + (here_h & _shifted(before_h, -1, cols, periodic))
+        + (here_v & _shifted(before_v, -1, rows, periodic))
     )
 
     def byte_sum(words, most):
