@@ -153,7 +153,7 @@ def contenders(name: str, steps: int, quick: bool, paths: tuple[str, ...]) -> di
         batch = {n: x[:chains] for n, x in data.items()} if data else model.random_state(jax.random.key(2), chains)
 
         @_compile.jit  # the options ui.sample and ui.fit compile with
-        def updates(key, state):
+        def updates(key, state, batch):  # the batch an argument, as ui.fit passes it (a constant would be folded)
             def body(s, k):
                 return learner.step(k, s, batch)[0], None
 
@@ -162,7 +162,7 @@ def contenders(name: str, steps: int, quick: bool, paths: tuple[str, ...]) -> di
         start = learner.init(jax.random.key(3), params)
 
         def pcd(key):
-            return updates(key, start).params
+            return updates(key, start, batch).params
 
         jax.block_until_ready(pcd(jax.random.key(0)))
         out["pcd"] = (pcd, time.perf_counter() - t0)

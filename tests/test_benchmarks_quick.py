@@ -56,6 +56,7 @@ SCRIPTS = {
     "bench_numpyro_mixed.py": (["--problems", "spike_slab", "--samplers", "ugm_gibbs,discrete_hmc_gibbs"], None),
     "bench_pcd_sklearn.py": ([], None if MNIST.exists() else f"{MNIST} not found"),
     "bench_sweeps.py": ([], None),
+    "bench_word_energy.py": ([], None),
     "bench_thrml.py": (
         [],
         "THRML is not installed here (it needs its own virtual environment with another jax)" if _missing("thrml") else None,
