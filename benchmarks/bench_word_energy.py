@@ -35,6 +35,7 @@ Prints a markdown table and writes ``benchmarks/results/bench_word_energy.json``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -49,42 +50,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweeps import machine_info  # noqa: E402
 
 import ugm_infer as ui  # noqa: E402
-import ugm_infer.models.lattice as lattice_module  # noqa: E402
 from ugm_infer import _compile  # noqa: E402
 from ugm_infer.kernels import checkerboard  # noqa: E402
 
 STEPS = 48
 
 
-def two_reads(layout, even, odd, chains_last=False):
-    """``checkerboard.pair_and_total`` with two shifted reads per bond direction (one per end of the bonds)."""
-    low, high, shifted, sum_leading = checkerboard._LOW, checkerboard._HIGH, checkerboard._shifted, checkerboard.sum_leading
-    periodic, e, q = layout.periodic, even, odd
-    rows, cols = (0, 1) if chains_last else (-2, -1)
-    mask, low_bit, high_bit = (jnp.uint16(v) for v in (0x0101, 1 << low, 1 << high))
+def two_reads(e, q, rows, cols, periodic):
+    """``checkerboard._bonds_between_words`` with two shifted reads per direction (one per end of the bonds)."""
+    low, high, shifted = checkerboard._LOW, checkerboard._HIGH, checkerboard._shifted
+    low_bit, high_bit = jnp.uint16(1 << low), jnp.uint16(1 << high)
     left, right = shifted(q, -1, cols, periodic), shifted(q, 1, cols, periodic)
     up, down = shifted(q, -1, rows, periodic), shifted(q, 1, rows, periodic)
-    swapped = (q >> high) | (q << high)
-    both = (
-        (e & q & mask)
-        + (e & swapped & mask)
-        + ((e & left & low_bit) | (e & right & high_bit))
-        + ((e & (up >> high) & low_bit) | (e & (down << high) & high_bit))
-    )
-
-    def byte_sum(words, most):
-        return sum_leading((words & 0xFF) + (words >> 8)) if chains_last else checkerboard._row_byte_sum(words, most)
-
-    bonds_up, ups = byte_sum(both, 4), byte_sum((e & mask) + (q & mask), 2)
-    if not layout.spin:
-        return bonds_up, ups
-    if not periodic:
-        raise ValueError("two_reads: spin lattices are timed on a torus only")
-    height, width = layout.height, layout.width
-    return 4 * bonds_up - 2 * (4 * ups) + 2 * height * width, 2 * ups - height * width
+    return ((e & left & low_bit) | (e & right & high_bit)) + ((e & (up >> high) & low_bit) | (e & (down << high) & high_bit))
 
 
-FORMS = {"library": checkerboard.pair_and_total, "two_reads": two_reads}
+FORMS = {"library": checkerboard._bonds_between_words, "two_reads": two_reads}
+
+
+@contextlib.contextmanager
+def bonds_form(name: str):
+    """``checkerboard.pair_and_total`` reads the bonds between words with form ``name`` while programs are traced."""
+    checkerboard._bonds_between_words = FORMS[name]
+    try:
+        yield
+    finally:
+        checkerboard._bonds_between_words = FORMS["library"]
 
 
 def energy_runs(size: int, chains: int) -> tuple[dict, tuple]:
@@ -92,34 +83,38 @@ def energy_runs(size: int, chains: int) -> tuple[dict, tuple]:
     x = 2.0 * jax.random.bernoulli(jax.random.key(0), 0.5, (chains, size, size)).astype(jnp.float32) - 1.0
     even, odd = (jnp.moveaxis(w, 0, -1) for w in jax.vmap(layout.pack)(x))
 
-    def run_of(fn):
+    def run_of():
         @_compile.jit  # the options the drivers compile with
         def run(e, o):
             def body(total, t):
                 flip = (t & 1).astype(jnp.uint16)  # new words at every evaluation
-                pair, ups = fn(layout, e ^ flip, o ^ flip, True)
+                pair, ups = checkerboard.pair_and_total(layout, e ^ flip, o ^ flip, True)
                 return total + pair + ups, None
 
             return jax.lax.scan(body, jnp.zeros(chains, jnp.int32), jnp.arange(STEPS))[0]
 
-        return run
+        return lambda: run(even, odd)
 
-    return {name: run_of(fn) for name, fn in FORMS.items()}, (even, odd)
+    runs = {}
+    for name in FORMS:
+        with bonds_form(name):  # each form its own jitted function, traced by this first call
+            runs[name] = run_of()
+            jax.block_until_ready(runs[name]())
+    return runs
 
 
 def ais_runs(size: int, chains: int) -> dict:
     runs = {}
-    for name, fn in FORMS.items():
-        lattice_module.pair_and_total = fn  # read when the model's AIS run is traced (once, below)
-        model = ui.models.lattice_ising(size, size)
+    for name in FORMS:
+        model = ui.models.lattice_ising(size, size)  # a model instance per form: its own compiled AIS run
         params = model.init_params(J=0.44)
 
         def run(key, model=model, params=params):
             return ui.smc.ais(key, model, params, num_runs=chains, num_betas=STEPS + 1).log_Z
 
-        jax.block_until_ready(run(jax.random.key(0)))
+        with bonds_form(name):
+            jax.block_until_ready(run(jax.random.key(0)))
         runs[name] = run
-    lattice_module.pair_and_total = checkerboard.pair_and_total
     return runs
 
 
@@ -131,8 +126,8 @@ def timed(fn, repeats_inner: int) -> float:
 
 
 def time_case(size: int, chains: int, repeats: int, inner: int) -> dict:
-    energy, words = energy_runs(size, chains)
-    values = {name: np.asarray(run(*words)) for name, run in energy.items()}
+    energy = energy_runs(size, chains)
+    values = {name: np.asarray(run()) for name, run in energy.items()}
     assert np.array_equal(values["library"], values["two_reads"]), "the two forms disagree"
     ais = ais_runs(size, chains)
     log_z = {name: float(run(jax.random.key(5))) for name, run in ais.items()}
@@ -140,7 +135,7 @@ def time_case(size: int, chains: int, repeats: int, inner: int) -> dict:
     times = {f"{kind}_{name}": [] for kind in ("energy", "ais") for name in FORMS}
     for r in range(repeats):
         for name in FORMS:
-            times[f"energy_{name}"].append(timed(lambda: energy[name](*words), inner) / STEPS * 1e6)
+            times[f"energy_{name}"].append(timed(energy[name], inner) / STEPS * 1e6)
             times[f"ais_{name}"].append(timed(lambda: ais[name](jax.random.key(r)), inner) / STEPS * 1e3)
     row = {"size": size, "chains": chains, "times": times}
     for kind in ("energy", "ais"):

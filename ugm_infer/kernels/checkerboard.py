@@ -511,14 +511,32 @@ def count_flags(even: jax.Array, odd: jax.Array, reverse: bool = False) -> jax.A
     return _byte_sum(_second_flags(even if reverse else odd), 2)
 
 
+def _bonds_between_words(e: jax.Array, q: jax.Array, rows: int, cols: int, periodic: bool) -> jax.Array:
+    """The bonds with both ends up between neighbouring words, one bit per bond in the byte lanes of ``uint16`` words.
+
+    The bonds are A(i, j) - B(i, j - 1), D(i, j) - C(i, j + 1), A(i, j) - C(i - 1, j) and
+    D(i, j) - B(i + 1, j).  A sum over the lattice may shift either end of a bond, so each
+    direction pairs a word with the previous one along its axis, one bond's ends in each
+    byte (C(i, j) - D(i, j - 1), B(i, j) - D(i - 1, j)): one shifted read per direction,
+    which XLA's CPU compiler writes out as a padded copy of the words.
+    """
+    low_bit, high_bit = jnp.uint16(1 << _LOW), jnp.uint16(1 << _HIGH)
+    here_h = (e & low_bit) | (q & high_bit)  # A, C
+    before_h = (q & low_bit) | (e & high_bit)  # B, D of the word to the left
+    here_v = (e & low_bit) | ((q & low_bit) << _HIGH)  # A, B
+    before_v = ((q >> _HIGH) & low_bit) | (e & high_bit)  # C, D of the word above
+    return (here_h & _shifted(before_h, -1, cols, periodic)) + (here_v & _shifted(before_v, -1, rows, periodic))
+
+
 def pair_and_total(
     layout: LatticeLayout, even: jax.Array, odd: jax.Array, chains_last: bool = False
 ) -> tuple[jax.Array, jax.Array]:
     """``(sum_<ij> s_i s_j, sum_i s_i)`` as int32 from the words (reduces the last two axes).
 
-    Every bond joins a site of colour 0 to one of colour 1: the four neighbours of each
-    colour-0 site, read as in the sweep.  The bonds with both ends up (``AND``, at most
-    4 per byte of a word) and the up sites are summed by byte lanes; for spins
+    Every bond joins a site of colour 0 to one of colour 1: the two inside each pair of
+    words, and those between neighbouring words (:func:`_bonds_between_words`).  The
+    bonds with both ends up (``AND``, at most 4 per byte of a word) and the up sites are
+    summed by byte lanes; for spins
     ``s_i s_j = 4 x_i x_j - 2 x_i - 2 x_j + 1`` with ``x = (s + 1) / 2``, so
     ``pair = 4 AND - 2 sum_i deg_i x_i + bonds``.  Reads the two word arrays once
     instead of unpacking the lattice.  On a torus with a side of 2 a pair of sites
@@ -527,21 +545,9 @@ def pair_and_total(
     """
     periodic, e, q = layout.periodic, even, odd
     rows, cols = (0, 1) if chains_last else (-2, -1)
-    mask, low_bit, high_bit = (jnp.uint16(v) for v in (0x0101, 1 << _LOW, 1 << _HIGH))
+    mask, low_bit = jnp.uint16(0x0101), jnp.uint16(1 << _LOW)
     swapped = (q >> _HIGH) | (q << _HIGH)  # C | B << 8: the other site of the word against A and D
-    # the bonds between words: A(i, j) - B(i, j - 1) and D(i, j) - C(i, j + 1), A - C(i - 1, j) and D - B(i + 1, j).
-    # A sum over the lattice may shift either end of a bond, so each direction pairs a word with the previous
-    # one, with one end of each bond in each byte: one shifted read per direction instead of two
-    here_h = (e & low_bit) | (q & high_bit)  # A, C
-    before_h = (q & low_bit) | (e & high_bit)  # B, D of the word to the left
-    here_v = (e & low_bit) | ((q & low_bit) << _HIGH)  # A, B
-    before_v = ((q >> _HIGH) & low_bit) | (e & high_bit)  # C, D of the word above
-    both = (
-        (e & q & mask)
-        + (e & swapped & mask)
-        + (here_h & _shifted(before_h, -1, cols, periodic))
-        + (here_v & _shifted(before_v, -1, rows, periodic))
-    )
+    both = (e & q & mask) + (e & swapped & mask) + _bonds_between_words(e, q, rows, cols, periodic)
 
     def byte_sum(words, most):
         return sum_leading((words & 0xFF) + (words >> 8)) if chains_last else _row_byte_sum(words, most)
