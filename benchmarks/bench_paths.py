@@ -27,6 +27,13 @@ first call); ``B`` steps per call:
     ``learner.step`` of ``ui.learn.pcd(model, num_particles=chains)`` (one sweep per
     update, SGD) in a ``lax.scan`` of ``B`` updates on a fixed minibatch of ``chains``
     random states: the sweep, the two gradients of the mean energy, the update.
+    On a lattice the learner keeps its particles in the sweep's layout between
+    updates (``SAPState.kernel_state``).
+``pcd_reinit`` (only when named in ``--paths``)
+    The same updates from the same state with ``kernel_state=()``: the particles
+    re-initialised from their configurations at every update (converted to the
+    sweep's layout and swept chains-first), the form that keeping them replaces;
+    the same draws and parameters, bit for bit.
 
 Cases: ``lattice_ising(128, 128)`` at ``J = 0.44`` (uniform base: the four-sub-lattice
 sweep), ``lattice_potts(64, 64, 3)`` (uniform base: the Potts sub-lattice sweep) and
@@ -41,6 +48,7 @@ Run::
     python benchmarks/bench_paths.py                  # the three cases
     python benchmarks/bench_paths.py --quick          # small sizes, seconds
     python benchmarks/bench_paths.py --cases lattice_ising --paths sample pt tt pcd
+    python benchmarks/bench_paths.py --cases lattice_ising lattice_potts --paths pcd pcd_reinit --repeats 11
 
 Prints a markdown table and writes ``benchmarks/results/bench_paths.json``.
 """
@@ -146,7 +154,7 @@ def contenders(name: str, steps: int, quick: bool, paths: tuple[str, ...]) -> di
 
         jax.block_until_ready(tt(jax.random.key(0)))
         out["tt"] = (tt, time.perf_counter() - t0)
-    if "pcd" in paths:
+    if "pcd" in paths or "pcd_reinit" in paths:
         t0 = time.perf_counter()
         learner = ui.learn.pcd(model, num_particles=chains)
         data = kw.get("data")  # the semi-RBM's images, else random states (all variables visible)
@@ -164,8 +172,14 @@ def contenders(name: str, steps: int, quick: bool, paths: tuple[str, ...]) -> di
         def pcd(key):
             return updates(key, start, batch).params
 
-        jax.block_until_ready(pcd(jax.random.key(0)))
-        out["pcd"] = (pcd, time.perf_counter() - t0)
+        def pcd_reinit(key):  # the re-initialising path: a state without kept kernel states
+            return updates(key, start._replace(kernel_state=()), batch).params
+
+        for name, run in (("pcd", pcd), ("pcd_reinit", pcd_reinit)):
+            if name in paths:
+                jax.block_until_ready(run(jax.random.key(0)))
+                out[name] = (run, time.perf_counter() - t0)
+                t0 = time.perf_counter()
     return out
 
 
@@ -173,8 +187,10 @@ def contenders(name: str, steps: int, quick: bool, paths: tuple[str, ...]) -> di
 REPLICAS = 4
 TT_SWEEPS = 2 * (REPLICAS - 1)
 #: sweeps each path makes per step (a TT step is one run)
-SWEEPS_PER_STEP = {"sample": 1, "ais": 1, "smc": 1, "pt": REPLICAS, "tt": TT_SWEEPS, "pcd": 1}
+SWEEPS_PER_STEP = {"sample": 1, "ais": 1, "smc": 1, "pt": REPLICAS, "tt": TT_SWEEPS, "pcd": 1, "pcd_reinit": 1}
 PATHS = ("sample", "ais", "smc", "pt", "tt", "pcd")
+#: contenders run only when named in --paths
+EXTRA_PATHS = ("pcd_reinit",)
 
 
 def time_case(name: str, steps: int, repeats: int, quick: bool, paths: tuple[str, ...]) -> dict:
@@ -196,6 +212,13 @@ def time_case(name: str, steps: int, repeats: int, quick: bool, paths: tuple[str
             "min": float(ratios.min()),
             "max": float(ratios.max()),
         }
+    if "pcd" in times and "pcd_reinit" in times:  # keeping the particles against re-initialising them
+        ratios = np.asarray(times["pcd"]) / np.asarray(times["pcd_reinit"])
+        row["pcd_over_pcd_reinit"] = {
+            "median": float(np.median(ratios)),
+            "min": float(ratios.min()),
+            "max": float(ratios.max()),
+        }
     row["times_s"] = times
     row["load_average_after"] = os.getloadavg()
     return row
@@ -205,7 +228,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, 2 repeats (a smoke test)")
     p.add_argument("--cases", nargs="+", default=["lattice_ising", "lattice_potts", "semi_rbm"])
-    p.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS, help="contenders (sample always runs)")
+    p.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS + EXTRA_PATHS, help="contenders (sample runs)")
     p.add_argument("--steps", type=int, default=None, help="sweeps per call (default 48; quick 6)")
     p.add_argument("--repeats", type=int, default=None, help="alternated repeats (default 5; quick 2)")
     p.add_argument("--out", default=None)
@@ -244,6 +267,10 @@ def main(argv=None):
             + " / ".join(f"{fc[k]:.1f}" for k in paths)
             + f" | {row['load_average_after'][0]:.1f} |"
         )
+    for row in rows:
+        if "pcd_over_pcd_reinit" in row:
+            r = row["pcd_over_pcd_reinit"]
+            print(f"{row['case']}: pcd / pcd_reinit **{r['median']:.2f}** ({r['min']:.2f}-{r['max']:.2f}), paired")
     load_after = os.getloadavg()
     print(f"\nload average before {load_before}, after {load_after}")
     result = {

@@ -1,10 +1,10 @@
-"""Run sampling, tempered SMC and SAP learning on one device and on a 4-device CPU mesh.
+"""Run sampling, tempered SMC and SAP learning (an RBM and a lattice) on one device and on a 4-device CPU mesh.
 
 Executed by ``tests/test_sharding.py`` in a fresh interpreter: the device count of the
 CPU backend is fixed when JAX starts, and the pytest process has already started it
 with one device.  Prints one JSON object on the last line of stdout.
 
-Usage: ``python tests/_sharded_checks.py [sample|smc|fit ...]`` (default: all three).
+Usage: ``python tests/_sharded_checks.py [sample|smc|fit|fit_lattice ...]`` (default: all four).
 """
 
 from __future__ import annotations
@@ -109,11 +109,30 @@ def check_fit(mesh) -> dict:
     }
 
 
+def check_fit_lattice(mesh) -> dict:
+    # PCD on a lattice keeps its particles as chains-last words (``kernel_state``): split along that last axis
+    model = ui.models.lattice_ising(4, 6)
+    data = model.random_state(jax.random.key(8), 32)
+    kwargs = dict(num_epochs=2, batch_size=16, eval_fn=None, progress=False, params=model.init_params(J=0.1))
+    learner = ui.learn.pcd(model, optimizer=optax.sgd(0.05), num_particles=32)
+    key = jax.random.key(9)
+    one = ui.fit(learner, key, data, **kwargs)
+    many = ui.fit(sharding.shard_learner(learner, mesh), key, data, **kwargs)
+    return {
+        "params_identical": all(bool(np.array_equal(one.params[k], many.params[k])) for k in one.params),
+        "params_moved": max_abs_diff(one.params["J"], kwargs["params"]["J"]),
+        "particles_identical": bool(np.array_equal(one.state.particles["s"], many.state.particles["s"])),
+        "words_identical": bool(np.array_equal(one.state.kernel_state.even, many.state.kernel_state.even)),
+        "words": describe(many.state.kernel_state.even),
+        "particles": describe(many.state.particles["s"]),
+    }
+
+
 def main(argv: list[str]) -> None:
     if len(jax.devices()) != NUM_DEVICES:
         raise SystemExit(f"expected {NUM_DEVICES} CPU devices, got {jax.devices()}")
     mesh = sharding.chain_mesh()
-    checks = {"sample": check_sample, "smc": check_smc, "fit": check_fit}
+    checks = {"sample": check_sample, "smc": check_smc, "fit": check_fit, "fit_lattice": check_fit_lattice}
     names = argv or list(checks)
     out = {"num_devices": len(jax.devices()), "jax": jax.__version__}
     for name in names:

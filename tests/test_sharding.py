@@ -95,6 +95,17 @@ def test_sap_fit_sharded_matches(report):
     assert all(s == [6, 3] for s in r["params_W"]["shard_shapes"])
 
 
+def test_pcd_fit_on_a_lattice_splits_its_kept_chains(report):
+    r = report["fit_lattice"]
+    # lattice Ising gradients sum small integers: exact in any order, so everything is bit-identical
+    assert r["params_moved"] > 0.01
+    assert r["params_identical"] and r["particles_identical"] and r["words_identical"]
+    assert_split(r["particles"], 0, num_chains=32)
+    # the kept words (h/2, w/2, chains): split along the trailing chain axis
+    assert r["words"]["spec"][:2] == [None, None]
+    assert_split(r["words"], 2, num_chains=32)
+
+
 # ---------------------------------------------------------------------------------
 # argument checks (one device, nothing compiled)
 # ---------------------------------------------------------------------------------

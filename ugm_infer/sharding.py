@@ -159,15 +159,21 @@ def constrain_chains(tree: Any, mesh: Mesh) -> Any:
 
     Scalars and leaves whose leading axis is not a multiple of the mesh size are
     constrained to be replicated instead.  Under ``vmap`` the constraint applies to the
-    unbatched shape (the mapped axis stays unconstrained).
+    unbatched shape (the mapped axis stays unconstrained).  Lattice chains kept with
+    their chain axis last (a learner's ``kernel_state`` under block Gibbs on a lattice,
+    ``chains_last`` state types) are split along that last axis.
     """
     mesh = _check_mesh(mesh)
     size = mesh.devices.size
-    split, whole = chain_sharding(mesh), replicated(mesh)
+    whole = replicated(mesh)
+    axis = -1 if getattr(type(tree), "chains_last", False) else 0
 
     def one(x):
-        ok = np.ndim(x) >= 1 and np.shape(x)[0] % size == 0
-        return jax.lax.with_sharding_constraint(x, split if ok else whole)
+        ndim = np.ndim(x)
+        if ndim == 0 or np.shape(x)[axis] % size:
+            return jax.lax.with_sharding_constraint(x, whole)
+        spec = P(mesh.axis_names[0]) if axis == 0 else P(*([None] * (ndim - 1)), mesh.axis_names[0])
+        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
 
     return jax.tree.map(one, tree)
 
@@ -200,7 +206,8 @@ def shard_learner(learner: Any, mesh: Mesh) -> Any:
     visible variables; its
 
     * ``init`` places the state: the per-particle fields (``particles``,
-      ``kernel_state``, ``log_weights``) split along their leading axis, everything
+      ``kernel_state``, ``log_weights``) split along their chain axis (the leading
+      one, or the last one of lattice chains kept chains-last), everything
       else (``params``, the optax state, counters) replicated;
     * ``step`` constrains the minibatch to be split along its example axis and the
       new state to the same placement, then calls the wrapped step.

@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ugm_infer.kernels.gibbs import is_layout_state
+
 BEST = "best"
 _CHAINS = "chains.npz"
 _STEP = "best.json"
@@ -40,7 +42,9 @@ def selection_metric(evaluations: dict) -> str | None:
 
 def chains_of(state) -> tuple[dict | None, dict | None]:
     particles = getattr(state, "particles", None)
-    replicas = getattr(getattr(state, "kernel_state", None), "position", None)
+    kernel_state = getattr(state, "kernel_state", None)
+    # a persistent kernel's replicas (parallel tempering), not lattice chains kept in their sweep's layout
+    replicas = None if is_layout_state(kernel_state) else getattr(kernel_state, "position", None)
     as_np = lambda d: {k: np.asarray(v) for k, v in d.items()} if isinstance(d, dict) and d else None  # noqa: E731
     return as_np(particles), as_np(replicas)
 

@@ -56,7 +56,7 @@ from ugm_infer._random import split as split_key
 from ugm_infer._resampling import RESAMPLING, resolve_resampling
 from ugm_infer.kernels import gibbs
 from ugm_infer.kernels._common import chains_first, chains_last
-from ugm_infer.kernels.gibbs import SCANS
+from ugm_infer.kernels.gibbs import SCANS, is_layout_state
 from ugm_infer.learn.base import check_nonnegative_int, check_positive_int, is_concrete
 
 __all__ = [
@@ -67,9 +67,11 @@ __all__ = [
     "Persistent",
     "RESAMPLING",
     "advance",
+    "advance_states",
     "ess_of",
     "gibbs_builder",
     "initial_particles",
+    "layout_states",
     "normalize_log_weights",
     "resolve_kernel",
     "resolve_resampling",
@@ -236,6 +238,21 @@ def _mean_over_steps(infos: Any) -> Any:
     return jax.tree.map(lambda x: jnp.mean(jnp.asarray(x, jnp.float32), axis=0), infos)
 
 
+def _step_states(kernel_fn: Callable, keys, states, axis: int, logdensity_fn: Callable, num_steps: int):
+    """``num_steps`` steps of every chain (``axis``: where ``states`` keep the chains); infos per step, chains second."""
+    step = jax.vmap(lambda key, state: kernel_fn(key, state, logdensity_fn), in_axes=(0, axis), out_axes=(axis, 0))
+    if num_steps == 1:  # the chain's key is the step's key: no split, no scan
+        states, info = step(keys, states)
+        return states, jax.tree.map(lambda x: jnp.asarray(x)[None], info)
+    # each chain splits its key into its steps' keys
+    step_keys = jnp.swapaxes(jax.vmap(lambda key: split_key(key, num_steps))(keys), 0, 1)
+    return jax.lax.scan(lambda s, k: step(k, s), states, step_keys)
+
+
+def _chain_axis(states) -> int:
+    return -1 if getattr(type(states), "chains_last", False) else 0
+
+
 def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callable, params: Any, num_steps: int):
     """Re-initialise the kernel at ``positions`` for ``logdensity_fn`` and run ``num_steps`` steps.
 
@@ -253,15 +270,44 @@ def advance(kernel: LazyKernel, rng_key, positions: dict, logdensity_fn: Callabl
     # several steps, carried by a scan, run on the chains in the layout the kernel's batched step prefers (a
     # lattice state: chains last); a single step stays chains-first (see kernels._common.chains_last)
     states, axis = chains_last(states, num_chains, carried=num_steps > 1)
-    step = jax.vmap(lambda key, state: kernel_fn(key, state, logdensity_fn), in_axes=(0, axis), out_axes=(axis, 0))
-    if num_steps == 1:  # the chain's key is the step's key: no split, no scan
-        states, info = step(keys, states)
-        infos = jax.tree.map(lambda x: jnp.asarray(x)[None], info)
-    else:  # each chain splits its key into its steps' keys
-        step_keys = jnp.swapaxes(jax.vmap(lambda key: split_key(key, num_steps))(keys), 0, 1)
-        states, infos = jax.lax.scan(lambda s, k: step(k, s), states, step_keys)
+    states, infos = _step_states(kernel_fn, keys, states, axis, logdensity_fn, num_steps)
     positions = jax.vmap(lambda state: state.position)(chains_first(states))
     return positions, _mean_over_steps(infos)
+
+
+def layout_states(kernel: LazyKernel, positions: dict, logdensity_fn: Callable, params: Any):
+    """The particles as lattice chains in their sweep's layout, for a learner to keep between updates; else ``()``.
+
+    A kernel whose state holds the configuration in a lattice sweep's own layout
+    (:func:`ugm_infer.kernels.gibbs.is_layout_state`: block Gibbs on ``lattice_ising``
+    or ``lattice_potts``) gets its particles converted once, in the layout of
+    :func:`~ugm_infer.kernels._common.chains_last` (chains on the trailing axis from
+    :data:`~ugm_infer.kernels._common.MIN_CHAINS_LAST` chains on), and
+    :func:`advance_states` then moves them without converting them at every update.
+    Such a state is the configuration and nothing else, so keeping it gives the same
+    draws as re-initialising the kernel from the positions at every update.
+    """
+    init_fn, _ = kernel.get(params)
+    states = jax.vmap(lambda position: init_fn(position, logdensity_fn))(positions)
+    if not is_layout_state(states):
+        return ()
+    return chains_last(states, jax.tree.leaves(positions)[0].shape[0])[0]
+
+
+def advance_states(kernel: LazyKernel, rng_key, states, logdensity_fn: Callable, params: Any, num_steps: int):
+    """:func:`advance` for particles kept as kernel states (:func:`layout_states`): ``(positions, infos, states)``.
+
+    The states are loop-carried between updates, so even a single step runs the
+    sweep of many chains in its chains-last form (a step whose words flowed from a
+    conversion straight into the next would have XLA's CPU compiler recompute the
+    sweep in every reader of its words).
+    """
+    _, kernel_fn = kernel.get(params)
+    axis = _chain_axis(states)
+    keys = split_key(rng_key, jax.tree.leaves(states)[0].shape[axis])
+    states, infos = _step_states(kernel_fn, keys, states, axis, logdensity_fn, num_steps)
+    positions = jax.vmap(lambda state: state.position)(chains_first(states))
+    return positions, _mean_over_steps(infos), states
 
 
 def advance_persistent(kernel: Persistent, rng_key, kernel_states, logdensity_fn, num_steps: int):

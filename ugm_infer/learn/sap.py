@@ -58,6 +58,7 @@ from typing import Any, NamedTuple
 import jax
 
 from ugm_infer._random import split as split_key
+from ugm_infer.kernels.gibbs import is_layout_state
 from ugm_infer.learn.base import Learner, check_model, check_positive_int, global_norm
 from ugm_infer.learn.particles import (
     Alternate,
@@ -65,8 +66,10 @@ from ugm_infer.learn.particles import (
     Persistent,
     advance,
     advance_persistent,
+    advance_states,
     check_alternate,
     gibbs_builder,
+    layout_states,
     resolve_kernel,
     run_if,
 )
@@ -100,8 +103,12 @@ class SAPState(NamedTuple):
         Number of updates done (int32).
     kernel_state
         Full kernel states of a :class:`~ugm_infer.learn.Persistent` kernel (parallel
-        tempering: every replica of every particle); ``()`` for the other kernels,
-        which are re-initialised from ``particles`` at every update.
+        tempering: every replica of every particle); for block Gibbs on a lattice
+        (``lattice_ising``, ``lattice_potts``), the particles in the sweep's own
+        layout, moved from update to update (``particles`` is their configuration
+        after the move; from 8 particles on their chain axis is the *last* one of every
+        leaf); ``()`` for the other kernels, which are re-initialised from
+        ``particles`` at every update.
     """
 
     params: Any
@@ -212,9 +219,9 @@ def _mover(model, kernel: Any, s, num_steps: int) -> _Mover:
 
     def init(params, particles):
         built = lazy.get(params)
-        if not isinstance(built, Persistent):
-            return particles, ()
         logdensity_fn = model.logdensity_fn(params)
+        if not isinstance(built, Persistent):  # lattice chains are kept in their sweep's layout
+            return particles, layout_states(lazy, particles, logdensity_fn, params)
         kernel_state = jax.vmap(lambda x: built.init(x, logdensity_fn))(particles)
         return jax.vmap(built.sample)(kernel_state), kernel_state
 
@@ -222,6 +229,8 @@ def _mover(model, kernel: Any, s, num_steps: int) -> _Mover:
         built = lazy.get(state.params)
         if isinstance(built, Persistent):
             return advance_persistent(built, rng_key, state.kernel_state, logdensity_fn, num_steps)
+        if is_layout_state(state.kernel_state):
+            return advance_states(lazy, rng_key, state.kernel_state, logdensity_fn, state.params, num_steps)
         particles, info = advance(lazy, rng_key, state.particles, logdensity_fn, state.params, num_steps)
         return particles, info, ()
 
