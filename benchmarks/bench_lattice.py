@@ -32,6 +32,11 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
 ``ugm_no_trace`` (only with ``--only ... ugm_no_trace``)
     the ``ugm_infer`` call with ``trace_fn=lambda s, i: ()`` (nothing recorded),
     reported as ``t_ugm / t_no_trace``: what the default trace costs.
+``hand_sweep_keys`` (only with ``--only ... hand_sweep_keys``; chains first)
+    ``hand_packed`` with a key per sweep and chain, split from the call's key before the
+    loop, and the colour as the counter, as a kernel called ``step(key, state)`` once
+    per sweep hashes; reported as ``t_sweep_keys / t_hand_packed``: what fresh keys
+    at every sweep cost a hand-written sweep.  Not a baseline of the best-hand ratio.
 ``ugm_user`` (only with ``--only ... ugm_user``)
     the same ``ui.sample`` call on a user-written energy over the same lattice,
     ``ui.EnergyModel(lambda p, x: -p["J"] * sum(s * roll(s, 1, 0) + s * roll(s, 1, 1))
@@ -87,6 +92,7 @@ CONTENDERS = (
     "hand_subl",
     "ugm_user",
     "ugm_no_trace",
+    "hand_sweep_keys",
 )
 HANDS = ("hand_packed", "hand_halves", "hand_last", "hand_subl")
 
@@ -148,6 +154,12 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
         run_packed = handwritten.packed_sweep(J, H, num_sweeps)
         jax.block_until_ready(run_packed(jax.random.key(0), packed))
         out["hand_packed"] = (lambda key: run_packed(key, packed), time.perf_counter() - t0)
+    if "hand_sweep_keys" in which:
+        t0 = time.perf_counter()
+        packed_k = handwritten.packed_from_spins(x0["s"])
+        run_keys = handwritten.packed_sweep(J, H, num_sweeps, sweep_keys=True)
+        jax.block_until_ready(run_keys(jax.random.key(0), packed_k))
+        out["hand_sweep_keys"] = (lambda key: run_keys(key, packed_k), time.perf_counter() - t0)
     if "hand_halves" in which and chains == 1:
         t0 = time.perf_counter()
         packed_h = handwritten.packed_from_spins(x0["s"])
@@ -227,6 +239,13 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
             "median": float(np.median(cost)),
             "min": float(cost.min()),
             "max": float(cost.max()),
+        }
+    if "hand_sweep_keys" in times and "hand_packed" in times:
+        keyed = np.asarray(times["hand_sweep_keys"]) / np.asarray(times["hand_packed"])
+        row["ratio_sweep_keys_over_hand_packed"] = {
+            "median": float(np.median(keyed)),
+            "min": float(keyed.min()),
+            "max": float(keyed.max()),
         }
     if "ugm_infer" in times and "ugm_user" in times:
         user = np.asarray(times["ugm_user"]) / np.asarray(times["ugm_infer"])
@@ -310,6 +329,13 @@ def main(argv=None):
             print(
                 f"L={row['size']} chains={row['chains']}: default trace / no trace = **{r['median']:.3f}** "
                 f"({r['min']:.2f}-{r['max']:.2f}); CPU time {c['median']:.3f} ({c['min']:.2f}-{c['max']:.2f})"
+            )
+    for row in rows:
+        if "ratio_sweep_keys_over_hand_packed" in row:
+            r = row["ratio_sweep_keys_over_hand_packed"]
+            print(
+                f"L={row['size']} chains={row['chains']}: hand sweep, a key per sweep / one key per call = "
+                f"**{r['median']:.3f}** ({r['min']:.2f}-{r['max']:.2f})"
             )
     for row in rows:
         if "ratio_user_over_ugm" in row:

@@ -140,14 +140,19 @@ def _wrap(q, offset, axis):
     return jnp.where(jax.lax.broadcasted_iota(jnp.int32, q.shape, axis) == at, edge, inner)
 
 
-def packed_sweep(J: float, h: float, num_sweeps: int, chains_last: bool = False, halves: bool = False):
+def packed_sweep(
+    J: float, h: float, num_sweeps: int, chains_last: bool = False, halves: bool = False, sweep_keys: bool = False
+):
     """``run(key, (even, odd)) -> (even, odd)``: ``num_sweeps`` checkerboard sweeps of packed ``uint16`` pairs.
 
     Words ``(chains, h, w)``, or ``(h, w, chains)`` with ``chains_last`` (the neighbour
     reads shift whole rows of chains and the arithmetic is vectorised along the chains:
     the faster form for many chains on narrow lattices).  ``halves``: the half-sweeps
     in a loop of their own, each colour static in a branch of a ``lax.switch`` (faster
-    for one chain on large lattices).
+    for one chain on large lattices).  ``sweep_keys``: every sweep hashes with its own
+    key per chain, split from the call's key before the loop, and the colour as the
+    counter (as a kernel called ``step(key, state)`` once per sweep does), instead of
+    one key per chain for the call and the half-sweep's index as the counter.
     """
     n = np.arange(5)
     p = 1.0 / (1.0 + np.exp(-2.0 * (J * (2 * n - 4) + h)))
@@ -174,6 +179,9 @@ def packed_sweep(J: float, h: float, num_sweeps: int, chains_last: bool = False,
         u_lo, u_hi = _threefry(k1, k2, jnp.broadcast_to(counter, q.shape), site)
         return (u_lo < threshold(n_lo)).astype(jnp.uint16) | ((u_hi < threshold(n_hi)).astype(jnp.uint16) << 8)
 
+    if halves and sweep_keys:
+        raise ValueError("`sweep_keys` applies to the straight-line sweep, not to `halves`")
+
     @jit
     def run(key, state):
         even, odd = state
@@ -195,8 +203,18 @@ def packed_sweep(J: float, h: float, num_sweeps: int, chains_last: bool = False,
             )
             return jax.lax.switch(t % 2, branches, (even, odd))
 
+        def keyed_sweep(words, data):  # data (chains, 2): this sweep's key of every chain
+            even, odd = words
+            k1, k2 = (data[:, 0], data[:, 1]) if chains_last else (data[:, 0, None, None], data[:, 1, None, None])
+            even = colour(odd, -1, k1, k2, jnp.uint32(0))
+            odd = colour(even, 1, k1, k2, jnp.uint32(1))
+            return (even, odd), None
+
         if halves:
             return jax.lax.fori_loop(0, 2 * num_sweeps, half, (even, odd))
+        if sweep_keys:
+            keys = jax.random.key_data(jax.random.split(key, (num_sweeps, chains)))
+            return jax.lax.scan(keyed_sweep, (even, odd), keys)[0]
         return jax.lax.scan(sweep, (even, odd), jnp.arange(num_sweeps, dtype=jnp.uint32))[0]
 
     return run
