@@ -241,6 +241,7 @@ def _update_colour(
     keep=None,
     chains_last: bool = False,
     second: bool = False,
+    last: bool | jax.Array = True,
 ) -> jax.Array:
     """New words of ``colour`` (0 or 1, an int or traced) given the other colour's words ``q``.
 
@@ -249,10 +250,13 @@ def _update_colour(
     before the update) the new words also carry change flags (see :func:`build_sweep`):
     a site's flag is set when its new value differs from its value at the start of the
     step, read from ``old``'s value and, where ``keep`` (``0x0101`` or 0, uint16) keeps
-    it, ``old``'s flag.  ``second`` (the colour updated second in a sweep): bits 2 and 10
-    of the new words also hold a copy of the flags of ``q``'s word at the same index
-    (the first colour's, just updated), so that the second colour's words alone
-    count the step's changed sites (:func:`count_flags`).
+    it, ``old``'s flag.  ``second`` (the colour updated second in a sweep): the new words
+    also count the flags of ``q``'s word at the same index (the first colour's, just
+    updated), so that the second colour's words alone count the step's changed sites
+    (:func:`count_flags`): in the step's ``last`` sweep, bits 1-2 and 9-10 hold each
+    byte's own flag plus the first colour's (0-2, a two-bit number); in an earlier sweep
+    of the step, bits 1 and 9 hold the own flag (read by the next sweep's ``keep``) and
+    bits 2 and 10 the first colour's.
     """
     h, w = q.shape[:2]
     periodic = layout.periodic
@@ -292,10 +296,15 @@ def _update_colour(
     if old is None:
         return new
     start = old if keep is None else old ^ ((old >> _FLAG) & keep)  # the values at the start of the step
-    flagged = new | (((new ^ start) & _VALUES) << _FLAG)
-    if second:  # the centre word of q, already read for the neighbour counts: its flags one bit higher
-        flagged = flagged | ((q & _FLAGS) << 1)
-    return flagged
+    own = (new ^ start) & _VALUES
+    if not second:
+        return new | (own << _FLAG)
+    # the centre word of q, already read for the neighbour counts, carries the first colour's flags
+    summed = new | ((own + ((q >> _FLAG) & _VALUES)) << _FLAG)  # one field per byte: the count reads it as it is
+    if last is True:
+        return summed
+    apart = new | (own << _FLAG) | ((q & _FLAGS) << 1)
+    return apart if last is False else jnp.where(last, summed, apart)
 
 
 def build_sweep(
@@ -315,9 +324,10 @@ def build_sweep(
 
     ``track_changes=True``: the returned words also carry a change flag per site, one
     bit above its value (bits 1 and 9), set when the site's value differs from its
-    value in the words passed in, and the colour updated second also copies the first
-    colour's flags of the word at the same index into its bits 2 and 10;
-    :func:`count_flags` counts them.  The update computes the flags in the same loop
+    value in the words passed in, and the colour updated second adds the first
+    colour's flags of the word at the same index to its own (bits 1-2 and 9-10 of its
+    words then hold 0-2 changed sites per byte, read by :func:`count_flags` with a
+    shift and a mask).  The update computes the flags in the same loop
     as the new value (it reads the colour's old words, and the other colour's word,
     at the same index), so counting the changed sites of a step costs one pass over
     the second colour's words (half the lattice's words: 6-10 % of a sweep of 32 or
@@ -347,14 +357,14 @@ def build_sweep(
     first = 1 if reverse else 0
 
     def run(k1, k2, even, odd, table):
-        def sweep(i, words):
+        def sweep(i, words, last=False):
             # static colours (only the shifted reads each needs): for words the caller carries on
             i = jnp.asarray(i, jnp.uint32)
             keep = jnp.where(i == 0, jnp.uint16(0), _VALUES) if track_changes else None
             a, b = words
             a = _update_colour(layout, b, first, k1, k2, 2 * i, table, a if track_changes else None, keep, chains_last)
             b = _update_colour(
-                layout, a, 1 - first, k1, k2, 2 * i + 1, table, b if track_changes else None, keep, chains_last, True
+                layout, a, 1 - first, k1, k2, 2 * i + 1, table, b if track_changes else None, keep, chains_last, True, last
             )
             return a, b
 
@@ -368,10 +378,11 @@ def build_sweep(
                 def update(words):
                     keep = jnp.where(t < 2, jnp.uint16(0), _VALUES) if track_changes else None
                     counter = t.astype(jnp.uint32)
+                    last = True if num_sweeps == 1 else t == 2 * num_sweeps - 1
                     a, b = words
                     other, old = (a, b) if second else (b, a)
                     old = old if track_changes else None
-                    new = _update_colour(layout, other, colour, k1, k2, counter, table, old, keep, chains_last, second)
+                    new = _update_colour(layout, other, colour, k1, k2, counter, table, old, keep, chains_last, second, last)
                     return (a, new) if second else (new, b)
 
                 return update
@@ -380,7 +391,8 @@ def build_sweep(
 
         start = (even, odd) if first == 0 else (odd, even)
         if chains_last or straight:
-            a, b = sweep(0, start) if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps, sweep, start)
+            start = start if num_sweeps == 1 else jax.lax.fori_loop(0, num_sweeps - 1, sweep, start)
+            a, b = sweep(num_sweeps - 1, start, last=True)
         else:
             a, b = jax.lax.fori_loop(0, 2 * num_sweeps, half, start)
         return (a, b) if first == 0 else (b, a)
@@ -497,8 +509,8 @@ def count_changed(old: tuple[jax.Array, jax.Array], new: tuple[jax.Array, jax.Ar
 
 
 def _second_flags(words: jax.Array) -> jax.Array:
-    """The second colour's own flags plus its copy of the first colour's, per byte (at most 2)."""
-    return ((words >> _FLAG) & _VALUES) + ((words >> (_FLAG + 1)) & _VALUES)
+    """The second colour's changed sites of a step per byte (at most 2): its own flag plus the first colour's."""
+    return (words >> _FLAG) & np.uint16(0x0303)
 
 
 def count_flags(even: jax.Array, odd: jax.Array, reverse: bool = False) -> jax.Array:
