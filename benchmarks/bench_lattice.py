@@ -37,6 +37,10 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
     loop, and the colour as the counter, as a kernel called ``step(key, state)`` once
     per sweep hashes; reported as ``t_sweep_keys / t_hand_packed``: what fresh keys
     at every sweep cost a hand-written sweep.  Not a baseline of the best-hand ratio.
+``ugm_one_group`` (only with ``--only ... ugm_one_group``)
+    the ``ugm_infer`` call with all chains in one group (``kernels._common.GROUP_BYTES``
+    set to 0 for the call), reported as ``t_one_group / t_ugm``: what running the chains
+    of a large state in cache-sized groups gains (above 1: the groups are faster).
 ``ugm_user`` (only with ``--only ... ugm_user``)
     the same ``ui.sample`` call on a user-written energy over the same lattice,
     ``ui.EnergyModel(lambda p, x: -p["J"] * sum(s * roll(s, 1, 0) + s * roll(s, 1, 1))
@@ -81,6 +85,7 @@ import handwritten  # noqa: E402
 from bench_sweeps import machine_info  # noqa: E402
 
 import ugm_infer as ui  # noqa: E402
+from ugm_infer.kernels import _common  # noqa: E402
 
 J, H = 0.44, 0.0
 CONTENDERS = (
@@ -93,6 +98,7 @@ CONTENDERS = (
     "ugm_user",
     "ugm_no_trace",
     "hand_sweep_keys",
+    "ugm_one_group",
 )
 HANDS = ("hand_packed", "hand_halves", "hand_last", "hand_subl")
 
@@ -101,6 +107,25 @@ def user_energy(params, state):
     """A lattice Ising energy as a user writes it: periodic neighbours by ``jnp.roll``."""
     s = state["s"]
     return -params["J"] * jnp.sum(s * jnp.roll(s, 1, 0) + s * jnp.roll(s, 1, 1)) - params["h"] * jnp.sum(s)
+
+
+#: ``hand_last``'s group of chains: None for the rule of ``ui.sample`` (:func:`hand_group`), else a fixed size
+HAND_GROUP: int | None = None
+
+
+def hand_group(size: int, chains: int) -> int:
+    """The chains ``hand_last`` sweeps together: those of ``ui.sample`` on a CPU, or ``--hand-group``."""
+    if HAND_GROUP is not None:
+        return HAND_GROUP if chains % HAND_GROUP == 0 else chains
+    return sample_group(size, chains)
+
+
+def sample_group(size: int, chains: int) -> int:
+    """The group of chains ``ui.sample`` runs ``lattice_ising(size, size)`` in on a CPU (``kernels._common.chain_group``)."""
+    model = ui.models.lattice_ising(size, size)
+    algorithm = ui.kernels.gibbs(model, model.init_params(J=J, h=H))
+    start = {"s": jax.ShapeDtypeStruct((chains, size, size), jnp.float32)}
+    return _common.chain_group(jax.eval_shape(jax.vmap(algorithm.init), start), chains)
 
 
 def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
@@ -138,6 +163,19 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
 
         jax.block_until_ready(ugm_no_trace(jax.random.key(0)))
         out["ugm_no_trace"] = (ugm_no_trace, time.perf_counter() - t0)
+    if "ugm_one_group" in which:
+        t0 = time.perf_counter()
+        whole = ui.kernels.gibbs(model, params)
+
+        def ugm_one_group(key):
+            budget, _common.GROUP_BYTES = _common.GROUP_BYTES, 0  # read by ui.sample when it is called
+            try:
+                return ui.sample(key, whole, x0, num_sweeps, keep_states=False)
+            finally:
+                _common.GROUP_BYTES = budget
+
+        jax.block_until_ready(ugm_one_group(jax.random.key(0)))
+        out["ugm_one_group"] = (ugm_one_group, time.perf_counter() - t0)
     if "ugm_user" in which:
         t0 = time.perf_counter()
         user = ui.EnergyModel(user_energy, {"s": ui.Spin((size, size))})
@@ -169,7 +207,7 @@ def contenders(size: int, chains: int, num_sweeps: int, which: tuple[str, ...]):
     if "hand_last" in which and chains > 1:
         t0 = time.perf_counter()
         last = tuple(jnp.moveaxis(w, 0, -1) for w in handwritten.packed_from_spins(x0["s"]))
-        run_last = handwritten.packed_sweep(J, H, num_sweeps, chains_last=True)
+        run_last = handwritten.packed_sweep(J, H, num_sweeps, chains_last=True, group=hand_group(size, chains))
         jax.block_until_ready(run_last(jax.random.key(0), last))
         out["hand_last"] = (lambda key: run_last(key, last), time.perf_counter() - t0)
     if "hand_subl" in which:
@@ -195,7 +233,13 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
             times[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
     updates = spins * num_sweeps
-    row = {"size": size, "chains": chains, "num_sweeps": num_sweeps}
+    row = {
+        "size": size,
+        "chains": chains,
+        "num_sweeps": num_sweeps,
+        "hand_last_group": hand_group(size, chains),
+        "ugm_group": sample_group(size, chains),
+    }
     for name, t in times.items():
         t = np.asarray(t)
         row[name] = {
@@ -240,6 +284,13 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
             "min": float(cost.min()),
             "max": float(cost.max()),
         }
+    if "ugm_infer" in times and "ugm_one_group" in times:
+        gain = np.asarray(times["ugm_one_group"]) / np.asarray(times["ugm_infer"])
+        row["ratio_one_group_over_ugm"] = {
+            "median": float(np.median(gain)),
+            "min": float(gain.min()),
+            "max": float(gain.max()),
+        }
     if "hand_sweep_keys" in times and "hand_packed" in times:
         keyed = np.asarray(times["hand_sweep_keys"]) / np.asarray(times["hand_packed"])
         row["ratio_sweep_keys_over_hand_packed"] = {
@@ -268,7 +319,15 @@ def main(argv=None):
     parser.add_argument("--rate", type=float, default=1.5e9, help="rough spin updates / s, only to size the calls")
     parser.add_argument("--only", nargs="*", default=None, choices=CONTENDERS, help="contenders (default: the first four)")
     parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/, *_quick.json with --quick)")
+    parser.add_argument(
+        "--hand-group",
+        type=int,
+        default=None,
+        help="chains per group of hand_last (default: ui.sample's rule; the number of chains: no groups)",
+    )
     args = parser.parse_args(argv)
+    global HAND_GROUP
+    HAND_GROUP = args.hand_group
     args.out = args.out or "benchmarks/results/bench_lattice.json"
     if args.quick and args.out == "benchmarks/results/bench_lattice.json":
         args.out = args.out.replace(".json", "_quick.json")
@@ -329,6 +388,13 @@ def main(argv=None):
             print(
                 f"L={row['size']} chains={row['chains']}: default trace / no trace = **{r['median']:.3f}** "
                 f"({r['min']:.2f}-{r['max']:.2f}); CPU time {c['median']:.3f} ({c['min']:.2f}-{c['max']:.2f})"
+            )
+    for row in rows:
+        if "ratio_one_group_over_ugm" in row:
+            r = row["ratio_one_group_over_ugm"]
+            print(
+                f"L={row['size']} chains={row['chains']} (groups of {row['ugm_group']}): one group / groups = "
+                f"**{r['median']:.3f}** ({r['min']:.2f}-{r['max']:.2f})"
             )
     for row in rows:
         if "ratio_sweep_keys_over_hand_packed" in row:

@@ -1,7 +1,8 @@
 """The hand-written dense Boltzmann-machine sweep that ``benchmarks/`` times ``ui.learn.pcd`` against
 samples the model: chains of ``handwritten.bm_sweep`` (uniforms from ``fused_uniform``) end
 in the exact distribution (chi-square against enumeration, fixed seeds), so the speed
-comparison is with code that does the same job.
+comparison is with code that does the same job.  The packed lattice sweep run in groups of
+chains gives the words of the same sweep run on all chains at once.
 """
 
 from __future__ import annotations
@@ -54,3 +55,14 @@ def test_fused_uniform_rows_are_uniform_and_independent_halves():
     top, bottom = u[: rows // 2].ravel(), u[rows // 2 :].ravel()
     # correlation of 50,000 independent pairs: sd 1/sqrt(50,000); bound 5 sd
     assert abs(np.corrcoef(top, bottom)[0, 1]) < 5 / np.sqrt(top.size)
+
+
+def test_packed_sweep_in_groups_of_chains_gives_the_same_words():
+    # the chain-grouped hand sweep (bench_lattice's hand_last on large states) is the same sweep as in one group
+    x = jax.random.bernoulli(jax.random.key(0), 0.5, (48, 8, 8)).astype(jnp.float32) * 2 - 1
+    words = tuple(jnp.moveaxis(w, 0, -1) for w in handwritten.packed_from_spins(x))
+    whole = handwritten.packed_sweep(0.44, 0.0, 3, chains_last=True)(jax.random.key(1), words)
+    grouped = handwritten.packed_sweep(0.44, 0.0, 3, chains_last=True, group=16)(jax.random.key(1), words)
+    for a, b, w in zip(grouped, whole, words):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert not np.array_equal(np.asarray(a), np.asarray(w))

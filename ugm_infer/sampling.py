@@ -20,7 +20,8 @@ from ugm_infer import _compile
 from ugm_infer._random import drawn_flat
 from ugm_infer._random import split as split_key
 from ugm_infer.kernels import checkerboard
-from ugm_infer.kernels._common import chains_first, chains_last, recipe_of
+from ugm_infer.kernels import _common
+from ugm_infer.kernels._common import chain_group, chains_first, chains_last, recipe_of
 from ugm_infer.kernels.parallel_tempering import ParallelTemperingState
 
 __all__ = ["SampleResult", "sample"]
@@ -154,8 +155,21 @@ def sample(
     recipe = recipe_of(algorithm)
     if with_energy and recipe is not None and recipe.params is not None:
         _check_same_params(recipe.params, params)
+    # groups of chains are for one CPU's caches; chains split across devices stay one group
+    devices = {d for x in leaves if isinstance(x, jax.Array) for d in x.sharding.device_set}
+    platform = next(iter(devices)).platform if len(devices) == 1 else jax.default_backend()
+    group_bytes = _common.GROUP_BYTES if len(devices) <= 1 and platform == "cpu" else 0
     run = _compiled_run(
-        algorithm, recipe, model if with_energy else None, num_samples, num_warmup, thin, keep_states, trace_fn, from_state
+        algorithm,
+        recipe,
+        model if with_energy else None,
+        num_samples,
+        num_warmup,
+        thin,
+        keep_states,
+        trace_fn,
+        from_state,
+        group_bytes,
     )
     build_args = recipe.args if recipe is not None else None
     final, (states, energies, infos) = run(rng_key, initial_position, params if with_energy else None, build_args)
@@ -323,17 +337,19 @@ def _function_key(fn):
     return key
 
 
-def _compiled_run(algorithm, recipe, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state=False):
+def _compiled_run(
+    algorithm, recipe, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state=False, group_bytes=0
+):
     target = ("recipe", recipe.key) if recipe is not None else (algorithm.init, algorithm.step)
     trace_key = None if trace_fn is None else _function_key(trace_fn)
-    key = (target, model, num_samples, num_warmup, thin, bool(keep_states), trace_key, from_state)
+    key = (target, model, num_samples, num_warmup, thin, bool(keep_states), trace_key, from_state, group_bytes)
     try:
         run = _RUN_CACHE.pop(key)
     except (KeyError, TypeError):  # TypeError: an unhashable piece; build without caching
         run = None
     if run is None:
         build = recipe.build if recipe is not None else (lambda _: algorithm)
-        run = _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state)
+        run = _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state, group_bytes)
     try:
         _RUN_CACHE[key] = run
         while len(_RUN_CACHE) > _RUN_CACHE_SIZE:
@@ -343,9 +359,12 @@ def _compiled_run(algorithm, recipe, model, num_samples, num_warmup, thin, keep_
     return run
 
 
-def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state=False):
+def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state=False, group_bytes=0):
     """The jitted ``run(rng_key, position, params, build_args)``.
 
+    ``group_bytes`` (0: one group): a lattice state runs in groups of chains of about
+    that many bytes (:func:`~ugm_infer.kernels._common.chain_group`; only with the
+    default trace, which does not mix chains).
     ``params`` only feeds the recorded energies; ``build(build_args)`` gives the
     algorithm (inside the trace, so the arguments may change between calls without
     recompiling).  With ``from_state`` the ``position`` argument is already the
@@ -378,54 +397,79 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
         algorithm = build(build_args)
         num_chains = jnp.shape(jax.tree.leaves(position)[0])[0]
         states = position if from_state else jax.vmap(algorithm.init)(position)
-        # the scan carries the chains in the layout the kernel's batched step prefers (e.g. trailing) when
-        # every step's state passes through a loop (at least two draws, or thin steps in their own loop);
-        # what a caller sees (trace, kept states, final_state) has them leading
-        states, axis = chains_last(states, num_chains, carried=num_samples >= 2 or thin >= 2)
-        step = jax.vmap(algorithm.step, in_axes=(0, axis), out_axes=(axis, 0))
+        # chains are independent: a lattice state on a CPU runs in groups of chains small enough to stay in
+        # the caches, every step of one group before the next, with each chain's keys as in one group
+        group = chain_group(states, num_chains, group_bytes) if group_bytes and trace_fn is None else num_chains
+        carried = num_samples >= 2 or thin >= 2
 
         def chain_keys(key, shape):
             return drawn_flat(jax.random.split, key, shape + (num_chains,))
 
-        def record(state, info):
-            recorded = energies(params, state) if model is not None else None
-            state = chains_first(state)
-            traced = trace(state, info)
-            if trace_fn is not None and any(
-                jnp.ndim(x) < 1 or jnp.shape(x)[0] != num_chains for x in jax.tree.leaves(traced)
-            ):
-                raise ValueError(
-                    "`trace_fn(state, info)` receives all chains at once and must return leaves with a leading chain "
-                    f"axis of length {num_chains}, got shapes {jax.tree.map(jnp.shape, traced)}"
-                )
-            return state.position if keep_states else None, recorded, traced
-
-        def one_draw(state, keys):
-            # keys: (thin, num_chains) -- one key per chain for each step of the draw.  The thin steps run in
-            # one loop (a single step sits in the loop over draws): every step's state is a loop carry
-            if thin == 1:
-                state, info = step(keys[0], state)
-            else:
-                info = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(step, keys[0], state)[1])
-                state, info = jax.lax.fori_loop(0, thin, lambda j, c: step(keys[j], c[0]), (state, info))
-            return state, record(state, info)
-
-        def draws(state, key, count):
-            if count * thin * num_chains <= _PRESPLIT_KEYS:  # all chain keys in one call
-                return jax.lax.scan(one_draw, state, chain_keys(key, (count, thin)))
-            return jax.lax.scan(lambda s, k: one_draw(s, chain_keys(k, (thin,))), state, split_key(key, count))
-
         key_warm, key_draw = split_key(rng_key)
-        if num_warmup:
-            if num_warmup * num_chains <= _PRESPLIT_KEYS:
-                states, _ = jax.lax.scan(lambda s, k: (step(k, s)[0], None), states, chain_keys(key_warm, (num_warmup,)))
+        warm_keys = chain_keys(key_warm, (num_warmup,)) if 0 < num_warmup * num_chains <= _PRESPLIT_KEYS else None
+        draw_keys = chain_keys(key_draw, (num_samples, thin)) if num_samples * thin * num_chains <= _PRESPLIT_KEYS else None
+
+        def run_chains(states, first):
+            """Warm-up and draws of the ``group`` chains from chain ``first`` on: ``(final, outs)``, chains first."""
+
+            def mine(keys, lead):  # the group's keys: their chain axis follows ``lead`` axes
+                return keys if group == num_chains else jax.lax.dynamic_slice_in_dim(keys, first, group, axis=lead)
+
+            # the scan carries the chains in the layout the kernel's batched step prefers (e.g. trailing) when
+            # every step's state passes through a loop (at least two draws, or thin steps in their own loop);
+            # what a caller sees (trace, kept states, final_state) has them leading
+            states, axis = chains_last(states, group, carried=carried)
+            step = jax.vmap(algorithm.step, in_axes=(0, axis), out_axes=(axis, 0))
+
+            def record(state, info):
+                recorded = energies(params, state) if model is not None else None
+                state = chains_first(state)
+                traced = trace(state, info)
+                if trace_fn is not None and any(
+                    jnp.ndim(x) < 1 or jnp.shape(x)[0] != num_chains for x in jax.tree.leaves(traced)
+                ):
+                    raise ValueError(
+                        "`trace_fn(state, info)` receives all chains at once and must return leaves with a leading "
+                        f"chain axis of length {num_chains}, got shapes {jax.tree.map(jnp.shape, traced)}"
+                    )
+                return state.position if keep_states else None, recorded, traced
+
+            def one_draw(state, keys):
+                # keys: (thin, chains) -- one key per chain for each step of the draw.  The thin steps run in
+                # one loop (a single step sits in the loop over draws): every step's state is a loop carry
+                if thin == 1:
+                    state, info = step(keys[0], state)
+                else:
+                    info = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(step, keys[0], state)[1])
+                    state, info = jax.lax.fori_loop(0, thin, lambda j, c: step(keys[j], c[0]), (state, info))
+                return state, record(state, info)
+
+            if num_warmup:
+                if warm_keys is not None:  # all chain keys drawn at once
+                    states, _ = jax.lax.scan(lambda s, k: (step(k, s)[0], None), states, mine(warm_keys, 1))
+                else:
+                    states, _ = jax.lax.scan(
+                        lambda s, k: (step(mine(chain_keys(k, ()), 0), s)[0], None), states, split_key(key_warm, num_warmup)
+                    )
+            if draw_keys is not None:
+                final, outs = jax.lax.scan(one_draw, states, mine(draw_keys, 2))
             else:
-                states, _ = jax.lax.scan(
-                    lambda s, k: (step(chain_keys(k, ()), s)[0], None), states, split_key(key_warm, num_warmup)
+                final, outs = jax.lax.scan(
+                    lambda s, k: one_draw(s, mine(chain_keys(k, (thin,)), 1)), states, split_key(key_draw, num_samples)
                 )
-        final, outs = draws(states, key_draw, num_samples)
+            return chains_first(final), outs
+
+        if group == num_chains:
+            final, outs = run_chains(states, 0)
+        else:
+            n = num_chains // group
+            split = jax.tree.map(lambda x: x.reshape((n, group) + x.shape[1:]), states)
+            final, outs = jax.lax.map(lambda a: run_chains(*a), (split, jnp.arange(n) * group))
+            final = jax.tree.map(lambda x: x.reshape((num_chains,) + x.shape[2:]), final)
+            # (group, draw, chain in group, ...) -> (draw, chain, ...)
+            outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((x.shape[1], num_chains) + x.shape[3:]), outs)
         # (draw, chain, ...) -> (chain, draw, ...)
         outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
-        return chains_first(final), outs
+        return final, outs
 
     return run

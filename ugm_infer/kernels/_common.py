@@ -138,6 +138,36 @@ def check_initial_logdensity(logdensity_fn: Callable, position, value: Any = Non
 
 #: from this many chains a kernel state that offers it is stepped with the chains on the trailing axis
 MIN_CHAINS_LAST = 8
+#: on a CPU, a driver runs the chains of a lattice state in groups of about this many bytes of state each
+#: (see :func:`chain_group`)
+GROUP_BYTES = 8 << 20
+#: the fewest chains in a group (16 ``uint16`` words fill a 256-bit vector along the trailing chain axis)
+MIN_GROUP = 16
+
+
+def chain_group(states, num_chains: int, budget: int | None = None) -> int:
+    """How many chains of ``states`` a driver steps together, all its steps one group after another.
+
+    Chains are independent, so a run may take every step of one group of chains before
+    the next group's, with the same draws.  A state type with a ``with_chains_last``
+    class method (the lattice sweeps, whose step costs about one read of the state) is
+    run in groups of the largest divisor of ``num_chains`` of at least
+    :data:`MIN_GROUP` chains whose states take at most ``budget`` bytes (default :data:`GROUP_BYTES`; the
+    smallest such divisor when none fits), so that a group stays in the CPU's caches
+    from sweep to sweep (docs/performance.md, "Groups of chains", has the figures).
+    Any other state, or no divisor of at least :data:`MIN_GROUP`, gives ``num_chains``
+    (one group).
+    """
+    if getattr(type(states), "with_chains_last", None) is None:
+        return num_chains
+    per_chain = sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(states))
+    per_chain //= max(num_chains, 1)
+    divisors = [g for g in range(MIN_GROUP, num_chains + 1) if num_chains % g == 0]
+    if not divisors:
+        return num_chains
+    budget = GROUP_BYTES if budget is None else budget
+    fits = [g for g in divisors if g * per_chain <= budget]
+    return max(fits) if fits else min(divisors)
 
 
 def chains_last(states, num_chains: int, carried: bool = True) -> tuple[Any, int]:
