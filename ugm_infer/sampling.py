@@ -19,8 +19,7 @@ from blackjax.base import SamplingAlgorithm
 from ugm_infer import _compile
 from ugm_infer._random import drawn_flat
 from ugm_infer._random import split as split_key
-from ugm_infer.kernels import checkerboard
-from ugm_infer.kernels import _common
+from ugm_infer.kernels import _common, checkerboard
 from ugm_infer.kernels._common import chain_group, chains_first, chains_last, recipe_of
 from ugm_infer.kernels.parallel_tempering import ParallelTemperingState
 
