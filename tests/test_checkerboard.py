@@ -370,8 +370,19 @@ def test_chains_last_sweep_is_the_chains_first_sweep_bit_for_bit(periodic, domai
         np.testing.assert_array_equal(np.moveaxis(np.asarray(even), -1, 0), np.asarray(want[0]))
         np.testing.assert_array_equal(np.moveaxis(np.asarray(odd), -1, 0), np.asarray(want[1]))
         np.testing.assert_array_equal(np.asarray(changed), np.asarray(checkerboard.count_flags(*want, reverse)))
-    with pytest.raises(ValueError, match="track_changes"):
-        checkerboard.build_sweep(layout, chains_last=True)
+    # without change flags: the same values (the flag bits clear) and -1 (not counted) for every chain
+    plain = jax.vmap(
+        checkerboard.build_sweep(layout, num_sweeps, reverse, chains_last=True),
+        in_axes=(0, -1, -1, None),
+        out_axes=(-1, -1, 0),
+    )
+    even, odd, changed = jax.jit(plain)(keys, *(jnp.moveaxis(w, 0, -1) for w in words), layout.thresholds(0.4, -0.2, 1.0))
+    want = jax.jit(jax.vmap(checkerboard.build_sweep(layout, num_sweeps, reverse), in_axes=(0, 0, 0, None)))(
+        keys, *words, layout.thresholds(0.4, -0.2, 1.0)
+    )
+    np.testing.assert_array_equal(np.moveaxis(np.asarray(even), -1, 0), np.asarray(want[0]))
+    np.testing.assert_array_equal(np.moveaxis(np.asarray(odd), -1, 0), np.asarray(want[1]))
+    np.testing.assert_array_equal(np.asarray(changed), np.full(12, -1))
 
 
 @pytest.mark.parametrize(
@@ -478,6 +489,82 @@ def test_sample_with_few_carried_chains_matches_enumeration():
     out = ui.sample(jax.random.key(8), gibbs, start, CHAINS // 4, num_warmup=SWEEPS, thin=SWEEPS)
     idx = cell({"s": out.states["s"].reshape(-1, 4, 4)})
     assert_distribution_matches(idx, probs, label="ui.sample, 4 carried chains, 4x4 torus")
+    wrong, _ = energy_magnetisation_cells(model, params, 0.2)
+    assert_distribution_differs(idx, wrong, label="beta ignored")
+
+
+def _magnetisation(state, info):
+    """A trace that does not read the step's info."""
+    return {"m": jnp.mean(state.position["s"], axis=(1, 2))}
+
+
+@pytest.mark.parametrize("chains", [1, 3, 16])
+def test_sample_with_a_trace_that_ignores_the_info_sweeps_without_counting(chains, monkeypatch):
+    # a trace_fn that reads nothing of the info: the sweeps write no change flags (build_sweep with
+    # track_changes=False), with the same draws, energies and final state as with the default trace, in both the
+    # chains-first (1, 3 chains) and chains-last (16) layouts; a trace that reads the info keeps the counts
+    from ugm_infer import sampling
+
+    built = []
+    build_sweep = checkerboard.build_sweep
+
+    def spy(*args, **kwargs):
+        built.append(kwargs.get("track_changes", args[3] if len(args) > 3 else False))
+        return build_sweep(*args, **kwargs)
+
+    monkeypatch.setattr(checkerboard, "build_sweep", spy)
+    monkeypatch.setattr(sampling, "_RUN_CACHE", sampling.OrderedDict())
+    model = ui.models.lattice_ising(6, 8)
+    params = model.init_params(J=0.3, h=0.1)
+    x0 = model.random_state(jax.random.key(0), chains)
+    gibbs = ui.kernels.gibbs(model, params)
+    for num_samples, thin in ((4, 2), (1, 1)):  # a loop of draws (carried words), a lone step
+        want = ui.sample(jax.random.key(1), gibbs, x0, num_samples, thin=thin, model=model, params=params)
+        built.clear()
+        out = ui.sample(
+            jax.random.key(1), gibbs, x0, num_samples, thin=thin, model=model, params=params, trace_fn=_magnetisation
+        )
+        assert built and not built[-1], built  # the run's sweep counts nothing
+        jax.tree.map(np.testing.assert_array_equal, out.states, want.states)
+        np.testing.assert_array_equal(np.asarray(out.energies), np.asarray(want.energies))
+        np.testing.assert_allclose(np.asarray(out.infos["m"]), np.asarray(want.states["s"]).mean(axis=(2, 3)), rtol=1e-6)
+        assert type(out.final_state) is type(want.final_state)  # plain chains-first words, counted by the next run
+        np.testing.assert_array_equal(np.asarray(out.final_state.position["s"]), np.asarray(want.final_state.position["s"]))
+        again = ui.sample(jax.random.key(2), gibbs, out.final_state, 3)
+        reference = ui.sample(jax.random.key(2), gibbs, want.final_state, 3)
+        jax.tree.map(np.testing.assert_array_equal, again.infos, reference.infos)
+        built.clear()
+        counted = ui.sample(jax.random.key(1), gibbs, x0, num_samples, thin=thin, trace_fn=lambda s, i: i.num_changed)
+        assert all(built), built
+        np.testing.assert_array_equal(np.asarray(counted.infos), np.asarray(want.infos.num_changed))
+
+
+def test_the_uncounted_lattice_step_reports_minus_one():
+    # a LatticeGibbsState marked without_counts: the kernel's step reports num_changed = -1 (not counted) and the
+    # same values as the counted step
+    model = ui.models.lattice_ising(6, 8)
+    algorithm = ui.kernels.gibbs(model, model.init_params(J=0.3, h=0.1))
+    state = jax.vmap(algorithm.init)(model.random_state(jax.random.key(0), 3))
+    keys = jax.random.split(jax.random.key(1), 3)
+    counted, info = jax.jit(jax.vmap(algorithm.step))(keys, state)
+    plain, plain_info = jax.jit(jax.vmap(algorithm.step))(keys, type(state).without_counts(state))
+    assert not type(plain).counts_changes and type(type(plain).with_chains_first(plain)) is type(state)
+    np.testing.assert_array_equal(np.asarray(plain.position["s"]), np.asarray(counted.position["s"]))
+    np.testing.assert_array_equal(np.asarray(plain_info.num_changed), [-1, -1, -1])
+    assert np.asarray(info.num_changed).min() > 0
+
+
+def test_sample_with_a_trace_that_ignores_the_info_matches_enumeration():
+    # the uncounted chains-last sweep through ui.sample, against the exact joint of (energy, magnetisation)
+    model = ui.models.lattice_ising(4, 4)
+    params = model.init_params(J=0.35, h=0.15)
+    probs, cell = energy_magnetisation_cells(model, params, 0.8)
+    start = model.random_state(jax.random.key(9), CHAINS)
+    gibbs = ui.kernels.gibbs(model, params, beta=0.8)
+    out = ui.sample(jax.random.key(10), gibbs, start, 2, num_warmup=SWEEPS - 1, trace_fn=_magnetisation)
+    idx = cell({"s": out.states["s"][:, 0]})
+    assert_distribution_matches(idx, probs, label="ui.sample without counts, 4x4 torus")
+    np.testing.assert_allclose(np.asarray(out.infos["m"][:, 0]), np.asarray(out.states["s"][:, 0]).mean(axis=(1, 2)))
     wrong, _ = energy_magnetisation_cells(model, params, 0.2)
     assert_distribution_differs(idx, wrong, label="beta ignored")
 

@@ -103,7 +103,9 @@ def sample(
         *all chains at once* (every leaf has a leading chain axis, as produced by
         ``jax.vmap`` of the kernel), inside the compiled run; every leaf it returns must
         keep that leading chain axis (e.g. ``lambda s, i: s.position["s"].mean(-1)``,
-        not ``.mean()``), and comes back with shape ``(chain, draw, ...)``.
+        not ``.mean()``), and comes back with shape ``(chain, draw, ...)``.  A
+        ``trace_fn`` that reads nothing of the info lets the lattice Ising sweeps skip
+        counting the changed sites (the same draws, a little faster).
 
     Raises
     ------
@@ -336,6 +338,18 @@ def _function_key(fn):
     return key
 
 
+def _reads_info(fn: Callable, state, info) -> bool:
+    """Whether ``fn(state, info)``'s output may depend on ``info`` (False only when no operation reads it)."""
+    try:
+        closed = jax.make_jaxpr(fn)(state, info)
+    except Exception:  # the trace reports its own error where the run calls it
+        return True
+    jaxpr = closed.jaxpr
+    info_vars = {id(v) for v in jaxpr.invars[len(jax.tree.leaves(state)) :]}
+    read = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}
+    return bool(info_vars & read)
+
+
 def _compiled_run(
     algorithm, recipe, model, num_samples, num_warmup, thin, keep_states, trace_fn, from_state=False, group_bytes=0
 ):
@@ -419,6 +433,13 @@ def _build_run(build, model, num_samples, num_warmup, thin, keep_states, trace_f
             # what a caller sees (trace, kept states, final_state) has them leading
             states, axis = chains_last(states, group, carried=carried)
             step = jax.vmap(algorithm.step, in_axes=(0, axis), out_axes=(axis, 0))
+            without_counts = getattr(type(states), "without_counts", None)
+            if trace_fn is not None and without_counts is not None:
+                keys = jax.eval_shape(lambda k: chain_keys(k, ())[:group], key_draw)
+                info = jax.eval_shape(step, keys, states)[1]
+                if not _reads_info(lambda s, i: trace_fn(chains_first(s), i), states, info):
+                    # nothing recorded reads the step's info: the sweep need not count the changed sites
+                    states = without_counts(states)
 
             def record(state, info):
                 recorded = energies(params, state) if model is not None else None

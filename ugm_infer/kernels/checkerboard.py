@@ -335,8 +335,8 @@ def build_sweep(
     the old ones.  Every reader of the words masks the value bits, so flagged words
     are valid states; input flags are ignored.
 
-    ``chains_last=True`` (with ``track_changes``): ``sweep(...) -> (even, odd,
-    num_changed)``, and under ``jax.vmap`` a batching rule sweeps all chains at once
+    ``chains_last=True``: ``sweep(...) -> (even, odd, num_changed)`` (``-1`` without
+    ``track_changes``: not counted), and under ``jax.vmap`` a batching rule sweeps all chains at once
     on ``(h, w, chains)`` words (:meth:`LatticeGibbsState.with_chains_last`): the
     neighbour reads shift whole rows of chains, and the arithmetic is vectorised along
     the chains, whatever the lattice's width.  JAX hands the rule its words
@@ -352,8 +352,6 @@ def build_sweep(
     """
     if layout.height % 2 or layout.width % 2:
         raise ValueError(f"the four-sub-lattice sweep needs an even height and width, got {layout.height}x{layout.width}")
-    if chains_last and not track_changes:
-        raise ValueError("`chains_last=True` counts the changed sites: use it with `track_changes=True`")
     first = 1 if reverse else 0
 
     def run(k1, k2, even, odd, table):
@@ -408,7 +406,10 @@ def build_sweep(
     def batched(keys, even, odd, table):  # keys (chains, 2); words (chains, h, w); table (n,) or (chains, n)
         even, odd = jnp.moveaxis(even, 0, -1), jnp.moveaxis(odd, 0, -1)
         even, odd = run(keys[:, 0], keys[:, 1], even, odd, table)
-        changed = byte_sum_leading(_second_flags(odd if first == 0 else even), 2)
+        if track_changes:
+            changed = byte_sum_leading(_second_flags(odd if first == 0 else even), 2)
+        else:  # not counted
+            changed = jnp.full(keys.shape[:1], -1, jnp.int32)
         return jnp.moveaxis(even, -1, 0), jnp.moveaxis(odd, -1, 0), changed
 
     @jax.custom_batching.custom_vmap
@@ -605,6 +606,8 @@ class LatticeGibbsState(NamedTuple):
     chains_last = False
     #: ``True`` for chains-first words that a driver's loop carries from step to step (:meth:`as_carried`)
     carried = False
+    #: ``False`` for words whose steps need not count the changed sites (:meth:`without_counts`)
+    counts_changes = True
 
     @property
     def position(self) -> dict:
@@ -620,7 +623,7 @@ class LatticeGibbsState(NamedTuple):
         ``jax.vmap(step, in_axes=(0, -1), out_axes=(-1, 0))`` and converts back with
         :meth:`with_chains_first` (one transpose each way).
         """
-        other = state_type(cls.layout, chains_last=True)
+        other = state_type(cls.layout, chains_last=True, counts=cls.counts_changes)
         return other(*(jnp.moveaxis(x, 0, -1) for x in states))
 
     @classmethod
@@ -633,16 +636,29 @@ class LatticeGibbsState(NamedTuple):
         colour's update recomputed by each of its readers.  :meth:`with_chains_first`
         converts back.
         """
-        return state_type(cls.layout, carried=True)(*states)
+        return state_type(cls.layout, carried=True, counts=cls.counts_changes)(*states)
+
+    @classmethod
+    def without_counts(cls, states: LatticeGibbsState) -> LatticeGibbsState:
+        """The same words (in the same batched layout), marked as not needing the changed sites counted.
+
+        For a driver whose recorded values do not read the step's info: the kernel then
+        sweeps them without change flags (:func:`build_sweep` with ``track_changes=False``),
+        as the plain sweep does, and reports ``num_changed = -1`` (not counted).  The draws
+        are the same.  :meth:`with_chains_first` converts back.
+        """
+        return state_type(cls.layout, cls.chains_last, cls.carried, counts=False)(*states)
 
     @classmethod
     def with_chains_first(cls, states: LatticeGibbsState) -> LatticeGibbsState:
-        """Inverse of :meth:`with_chains_last` and :meth:`as_carried` (a no-op for plain chains-first states)."""
-        if cls.carried:
-            return state_type(cls.layout)(*states)
-        if not cls.chains_last:
-            return states
-        return state_type(cls.layout)(*(jnp.moveaxis(x, -1, 0) for x in states))
+        """Inverse of :meth:`with_chains_last`, :meth:`as_carried` and :meth:`without_counts`.
+
+        A no-op for plain chains-first states.
+        """
+        plain = state_type(cls.layout)
+        if cls.chains_last:
+            return plain(*(jnp.moveaxis(x, -1, 0) for x in states))
+        return states if cls is plain else plain(*states)
 
 
 @functools.lru_cache(maxsize=64)
@@ -651,15 +667,15 @@ def _compiled_unpack(layout: LatticeLayout) -> Callable:
     return jax.jit(layout.unpack)
 
 
-_STATE_TYPES: dict[tuple[LatticeLayout, bool, bool], type] = {}
+_STATE_TYPES: dict[tuple[LatticeLayout, bool, bool, bool], type] = {}
 
 
-def state_type(layout: LatticeLayout, chains_last: bool = False, carried: bool = False) -> type:
-    """The :class:`LatticeGibbsState` subclass of ``layout`` and batched layout (one class per triple: equal pytrees)."""
-    key = (layout, bool(chains_last), bool(carried) and not chains_last)
+def state_type(layout: LatticeLayout, chains_last: bool = False, carried: bool = False, counts: bool = True) -> type:
+    """The :class:`LatticeGibbsState` subclass of ``layout``, batched layout and counting (one class each: equal pytrees)."""
+    key = (layout, bool(chains_last), bool(carried) and not chains_last, bool(counts))
     cls = _STATE_TYPES.get(key)
     if cls is None:
-        attrs = {"layout": layout, "chains_last": key[1], "carried": key[2], "__slots__": ()}
+        attrs = {"layout": layout, "chains_last": key[1], "carried": key[2], "counts_changes": key[3], "__slots__": ()}
         cls = type("LatticeGibbsState", (LatticeGibbsState,), attrs)
         _STATE_TYPES[key] = cls
     return cls

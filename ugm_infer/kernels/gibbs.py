@@ -89,7 +89,9 @@ class GibbsInfo(NamedTuple):
 
     num_changed
         Number of sites whose value differs after the step (a cheap mixing signal;
-        dead chains show zeros).
+        dead chains show zeros).  ``-1`` (not counted) for lattice states a driver
+        marked as not reading it (``LatticeGibbsState.without_counts``: ``ui.sample``
+        with a ``trace_fn`` that ignores the info).
     """
 
     num_changed: jax.Array
@@ -332,18 +334,19 @@ def build_kernel(
         position, _ = jax.lax.scan(lambda p, k: (sweep(k, p, logdensity_fn), None), start, split_key(rng_key, num_sweeps))
         return position
 
-    def run_lattice(rng_key, layout, words, logdensity_fn, chains_last=False, straight=False):
+    def run_lattice(rng_key, layout, words, logdensity_fn, chains_last=False, straight=False, counts=True):
         """The new words (with change flags); with ``chains_last`` (a batched state's layout) also the count.
 
-        ``straight``: words a loop carries (:meth:`~ugm_infer.kernels.checkerboard.LatticeGibbsState.as_carried`).
+        ``straight``: words a loop carries (:meth:`~ugm_infer.kernels.checkerboard.LatticeGibbsState.as_carried`);
+        ``counts=False``: no change flags (the count, with ``chains_last``, is -1).
         """
-        if (layout, chains_last, straight) not in lattice_sweeps:
+        if (layout, chains_last, straight, counts) not in lattice_sweeps:
             sweep = checkerboard.build_sweep(
-                layout, num_sweeps, reverse, track_changes=True, chains_last=chains_last, straight=straight
+                layout, num_sweeps, reverse, track_changes=counts, chains_last=chains_last, straight=straight
             )
-            lattice_sweeps[layout, chains_last, straight] = sweep
+            lattice_sweeps[layout, chains_last, straight, counts] = sweep
         table = layout.thresholds(logdensity_fn.J, logdensity_fn.h, logdensity_fn.beta)
-        return lattice_sweeps[layout, chains_last, straight](rng_key, *words, table)
+        return lattice_sweeps[layout, chains_last, straight, counts](rng_key, *words, table)
 
     def run_potts(rng_key, lat, sites, logdensity_fn, chains_last=False):
         """``(a, b, c, d, num_changed)`` after the sweeps (``chains_last``: the layout of a batched state)."""
@@ -357,12 +360,18 @@ def build_kernel(
         if isinstance(state, checkerboard.LatticeGibbsState):
             layout = type(state).layout
             same = isinstance(logdensity_fn, checkerboard.LatticeLogDensity) and logdensity_fn.layout(layout.dtype) == layout
+            counts = type(state).counts_changes  # False: a driver that does not read the info (-1, not counted)
             if scan == "block" and same and type(state).chains_last:  # counted inside the batched sweep
-                even, odd, changed = run_lattice(rng_key, layout, tuple(state), logdensity_fn, chains_last=True)
+                even, odd, changed = run_lattice(
+                    rng_key, layout, tuple(state), logdensity_fn, chains_last=True, counts=counts
+                )
                 return type(state)(even, odd), GibbsInfo(changed)
             if scan == "block" and same:  # the words carry change flags: counted without the old words
-                words = run_lattice(rng_key, layout, tuple(state), logdensity_fn, straight=type(state).carried)
-                return type(state)(*words), GibbsInfo(checkerboard.count_flags(*words, reverse))
+                words = run_lattice(
+                    rng_key, layout, tuple(state), logdensity_fn, straight=type(state).carried, counts=counts
+                )
+                changed = checkerboard.count_flags(*words, reverse) if counts else jnp.int32(-1)
+                return type(state)(*words), GibbsInfo(changed)
             # another target or scan order: the generic sweep of the unpacked position
             words = layout.pack(run(rng_key, state.position, logdensity_fn)[layout.name])
             return type(state)(*words), GibbsInfo(checkerboard.count_changed(tuple(state), words))
