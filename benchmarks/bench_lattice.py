@@ -31,7 +31,9 @@ all chains in one call, timed alternately, repeat after repeat, in one process:
     groups of 4 processed with ``lax.map`` (``benchmarks/handwritten.py``).
 ``ugm_no_trace`` (only with ``--only ... ugm_no_trace``)
     the ``ugm_infer`` call with ``trace_fn=lambda s, i: ()`` (nothing recorded),
-    reported as ``t_ugm / t_no_trace``: what the default trace costs.
+    reported as ``t_ugm / t_no_trace``: what the default trace costs; and as ``t_hand /
+    t_no_trace`` against the faster hand-written sweep (a ``trace_fn`` that reads nothing
+    of the info runs the sweeps without counting the changed sites).
 ``hand_sweep_keys`` (only with ``--only ... hand_sweep_keys``; chains first)
     ``hand_packed`` with a key per sweep and chain, split from the call's key before the
     loop, and the colour as the counter, as a kernel called ``step(key, state)`` once
@@ -250,7 +252,7 @@ def time_case(size: int, chains: int, target_s: float, repeats: int, which: tupl
             "first_call_s": runs[name][1],
         }
     hands = [n for n in HANDS if n in times]
-    for ugm, suffix in (("ugm_infer", ""), ("ugm_continue", "_continue")):
+    for ugm, suffix in (("ugm_infer", ""), ("ugm_continue", "_continue"), ("ugm_no_trace", "_no_trace")):
         if ugm not in times or not hands:
             continue
         u = np.asarray(times[ugm])
@@ -385,9 +387,11 @@ def main(argv=None):
     for row in rows:
         if "ratio_ugm_over_no_trace" in row:
             r, c = row["ratio_ugm_over_no_trace"], row["cpu_ratio_ugm_over_no_trace"]
+            h = row.get("ratio_best_hand_over_ugm_no_trace")
+            versus = f"; best hand / no trace {h['median']:.3f} ({h['min']:.2f}-{h['max']:.2f})" if h else ""
             print(
                 f"L={row['size']} chains={row['chains']}: default trace / no trace = **{r['median']:.3f}** "
-                f"({r['min']:.2f}-{r['max']:.2f}); CPU time {c['median']:.3f} ({c['min']:.2f}-{c['max']:.2f})"
+                f"({r['min']:.2f}-{r['max']:.2f}); CPU time {c['median']:.3f} ({c['min']:.2f}-{c['max']:.2f})" + versus
             )
     for row in rows:
         if "ratio_one_group_over_ugm" in row:
